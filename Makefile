@@ -1,0 +1,54 @@
+# mcpd: the two commands of the README are `make run` and `make test`; everything else is
+# for developers and CI.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+UV_VERSION := 0.13.9
+STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: install run test lint proto proto-check lock bench deploy-check ci
+
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	@$(BIN)/uv pip sync --quiet --python $(BIN)/python requirements.lock
+	@$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	@rm -f $(VENV)/.installed-* && touch $@
+
+install: $(STAMP)
+
+run: install
+	@$(BIN)/mcpd serve
+
+test: install
+	@$(BIN)/pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy libs services gateway cli tests bench scripts
+
+# Regenerate the Python code for protos/ after formatting them.
+proto: install
+	$(BIN)/buf format -w
+	$(BIN)/buf lint
+	$(BIN)/python scripts/gen_protos.py
+
+# What CI proves about the protos: lint, format, no breaking change, generated code fresh.
+BUF_AGAINST ?= .git\#branch=main
+proto-check: install
+	$(BIN)/buf lint
+	$(BIN)/buf format --diff --exit-code
+	$(BIN)/buf breaking --against '$(BUF_AGAINST)'
+	$(BIN)/python scripts/gen_protos.py
+	git diff --exit-code -- libs/mcpd
+	@test -z "$$(git status --porcelain -- libs/mcpd)" || (git status --porcelain -- libs/mcpd; echo 'generated code is stale: run make proto'; exit 1)
+
+lock:
+	$(BIN)/uv pip compile --quiet pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
+
+bench: install
+	$(BIN)/python -m bench
+
+deploy-check: install
+	$(BIN)/python scripts/check_deploy.py

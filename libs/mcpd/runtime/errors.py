@@ -1,0 +1,116 @@
+"""The one error hierarchy of mcpd.
+
+Domain code raises these; the gRPC error interceptor turns them into `google.rpc.Status` with one
+`google.rpc.ErrorInfo` (domain `mcpd`), the gateway turns that status into the REST error body,
+and the MCP server into the spec's error envelope. Nothing else maps errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import grpc
+
+DOMAIN = "mcpd"
+
+
+class McpdError(Exception):
+    """Root of every error mcpd reports to a caller.
+
+    `reason` is an UPPER_SNAKE identifier a program can branch on; `field` names the request
+    field at fault, as a dotted path (`spans[0].start_time`), when one is.
+    """
+
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+    default_reason: str = "UNKNOWN"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        field: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason or self.default_reason
+        self.field = field
+        self.metadata = dict(metadata or {})
+
+
+class InvalidArgument(McpdError):
+    """The request is malformed: a bad value, a wrong type, an unknown field."""
+
+    code = grpc.StatusCode.INVALID_ARGUMENT
+    default_reason = "INVALID_ARGUMENT"
+
+
+class FailedPrecondition(McpdError):
+    """The request is well formed but the system is not in a state to accept it."""
+
+    code = grpc.StatusCode.FAILED_PRECONDITION
+    default_reason = "FAILED_PRECONDITION"
+
+
+class NotFound(McpdError):
+    """The named resource does not exist (in the caller's project)."""
+
+    code = grpc.StatusCode.NOT_FOUND
+    default_reason = "NOT_FOUND"
+
+
+class AlreadyExists(McpdError):
+    """The resource the request would create exists already."""
+
+    code = grpc.StatusCode.ALREADY_EXISTS
+    default_reason = "ALREADY_EXISTS"
+
+
+class Conflict(McpdError):
+    """The request lost a race with another change (optimistic concurrency, a stale lease)."""
+
+    code = grpc.StatusCode.ABORTED
+    default_reason = "CONFLICT"
+
+
+class Unauthenticated(McpdError):
+    """No credentials, or credentials mcpd does not recognise."""
+
+    code = grpc.StatusCode.UNAUTHENTICATED
+    default_reason = "UNAUTHENTICATED"
+
+
+class PermissionDenied(McpdError):
+    """Credentials are valid but do not grant this request."""
+
+    code = grpc.StatusCode.PERMISSION_DENIED
+    default_reason = "PERMISSION_DENIED"
+
+
+class ResourceExhausted(McpdError):
+    """A bound was reached: a queue is full, a quota is spent, a payload is too large."""
+
+    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    default_reason = "RESOURCE_EXHAUSTED"
+
+
+class Unavailable(McpdError):
+    """A dependency (storage, a peer service) cannot be reached right now; retrying may help."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+    default_reason = "UNAVAILABLE"
+
+
+class Unimplemented(McpdError):
+    """The RPC exists in the API surface but its capability has not landed yet."""
+
+    code = grpc.StatusCode.UNIMPLEMENTED
+    default_reason = "UNIMPLEMENTED"
+
+
+class Internal(McpdError):
+    """A bug or an invariant violated inside mcpd. The message never carries internals."""
+
+    code = grpc.StatusCode.INTERNAL
+    default_reason = "INTERNAL"
