@@ -46,6 +46,9 @@ def generate() -> None:
         f"--python_out={OUT}",
         f"--grpc_python_out={OUT}",
         f"--mypy_out={OUT}",
+        # Concrete servicer stubs: services fill the RPCs that have not landed with
+        # `pending_rpcs`, so no servicer is abstract.
+        "--mypy_grpc_opt=generate_concrete_servicer_stubs",
         f"--mypy_grpc_out={OUT}",
         # Descriptors with source info carry the proto comments, which become OpenAPI descriptions.
         f"--descriptor_set_out={DESCRIPTOR_SET}",

@@ -5,6 +5,10 @@ Domain code raises these; the gRPC error interceptor turns them into `google.rpc
 and the MCP server into the spec's error envelope. Nothing else maps errors.
 """
 
+# The class names are the gRPC status vocabulary (NotFound, InvalidArgument), which reads better
+# at raise sites than an Error suffix would.
+# ruff: noqa: N818
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -65,10 +65,9 @@ class AccountServiceAsyncStub(AccountServiceStub):
     RevokeKey: _aio.UnaryUnaryMultiCallable[_account_service_pb2.RevokeKeyRequest, _account_pb2.AccountKey]  # type: ignore[assignment]
     """Revoke an API key."""
 
-class AccountServiceServicer(metaclass=_abc_1.ABCMeta):
+class AccountServiceServicer:
     """Accounts, their sessions and their API keys."""
 
-    @_abc_1.abstractmethod
     def Signup(
         self,
         request: _account_pb2.AccountCredentials,
@@ -76,7 +75,6 @@ class AccountServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_account_pb2.AccountSession, _abc.Awaitable[_account_pb2.AccountSession]]:
         """Create an account and open a session. Only when sign-up is configured."""
 
-    @_abc_1.abstractmethod
     def Login(
         self,
         request: _account_pb2.AccountCredentials,
@@ -84,7 +82,6 @@ class AccountServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_account_pb2.AccountSession, _abc.Awaitable[_account_pb2.AccountSession]]:
         """Open a session for an existing account."""
 
-    @_abc_1.abstractmethod
     def GetAccount(
         self,
         request: _account_service_pb2.GetAccountRequest,
@@ -92,7 +89,6 @@ class AccountServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_account_pb2.Account, _abc.Awaitable[_account_pb2.Account]]:
         """The account the session belongs to."""
 
-    @_abc_1.abstractmethod
     def ListKeys(
         self,
         request: _account_service_pb2.ListKeysRequest,
@@ -100,7 +96,6 @@ class AccountServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_account_service_pb2.ListKeysResponse, _abc.Awaitable[_account_service_pb2.ListKeysResponse]]:
         """The account's API keys, without their secrets."""
 
-    @_abc_1.abstractmethod
     def CreateKey(
         self,
         request: _account_pb2.CreateAccountKeyRequest,
@@ -108,7 +103,6 @@ class AccountServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_account_pb2.CreatedAccountKey, _abc.Awaitable[_account_pb2.CreatedAccountKey]]:
         """Create an API key; the secret is returned once."""
 
-    @_abc_1.abstractmethod
     def RevokeKey(
         self,
         request: _account_service_pb2.RevokeKeyRequest,

@@ -101,10 +101,9 @@ class EvaluationServiceAsyncStub(EvaluationServiceStub):
     ListSlos: _aio.UnaryUnaryMultiCallable[_evaluation_service_pb2.ListSlosRequest, _evaluation_service_pb2.ListSlosResponse]  # type: ignore[assignment]
     """Every SLO and its current condition."""
 
-class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
+class EvaluationServiceServicer:
     """Scorers, datasets, experiments, monitors and SLOs."""
 
-    @_abc_1.abstractmethod
     def ListScorers(
         self,
         request: _evaluation_service_pb2.ListScorersRequest,
@@ -112,7 +111,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_service_pb2.ListScorersResponse, _abc.Awaitable[_evaluation_service_pb2.ListScorersResponse]]:
         """The scorers this daemon offers."""
 
-    @_abc_1.abstractmethod
     def RunScorers(
         self,
         request: _evaluation_pb2.ScoreRunRequest,
@@ -120,7 +118,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_pb2.ScoreRunResult, _abc.Awaitable[_evaluation_pb2.ScoreRunResult]]:
         """Run scorers over stored traces."""
 
-    @_abc_1.abstractmethod
     def CreateDataset(
         self,
         request: _evaluation_pb2.Dataset,
@@ -128,7 +125,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_pb2.Dataset, _abc.Awaitable[_evaluation_pb2.Dataset]]:
         """Create a dataset."""
 
-    @_abc_1.abstractmethod
     def ListDatasets(
         self,
         request: _evaluation_service_pb2.ListDatasetsRequest,
@@ -136,7 +132,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_service_pb2.ListDatasetsResponse, _abc.Awaitable[_evaluation_service_pb2.ListDatasetsResponse]]:
         """A page of datasets."""
 
-    @_abc_1.abstractmethod
     def GetDataset(
         self,
         request: _evaluation_service_pb2.GetDatasetRequest,
@@ -144,7 +139,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_pb2.Dataset, _abc.Awaitable[_evaluation_pb2.Dataset]]:
         """One dataset."""
 
-    @_abc_1.abstractmethod
     def ListDatasetItems(
         self,
         request: _evaluation_service_pb2.ListDatasetItemsRequest,
@@ -152,7 +146,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_service_pb2.ListDatasetItemsResponse, _abc.Awaitable[_evaluation_service_pb2.ListDatasetItemsResponse]]:
         """A page of one dataset's items."""
 
-    @_abc_1.abstractmethod
     def AddDatasetItems(
         self,
         request: _evaluation_service_pb2.AddDatasetItemsRequest,
@@ -160,7 +153,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_pb2.ItemsAdded, _abc.Awaitable[_evaluation_pb2.ItemsAdded]]:
         """Add items to a dataset."""
 
-    @_abc_1.abstractmethod
     def CaptureToDataset(
         self,
         request: _evaluation_service_pb2.CaptureToDatasetRequest,
@@ -168,7 +160,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_pb2.CaptureResult, _abc.Awaitable[_evaluation_pb2.CaptureResult]]:
         """Capture stored runs into a dataset."""
 
-    @_abc_1.abstractmethod
     def CreateExperiment(
         self,
         request: _evaluation_pb2.Experiment,
@@ -176,7 +167,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_pb2.Experiment, _abc.Awaitable[_evaluation_pb2.Experiment]]:
         """Start an experiment over a dataset."""
 
-    @_abc_1.abstractmethod
     def ListExperiments(
         self,
         request: _evaluation_service_pb2.ListExperimentsRequest,
@@ -184,7 +174,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_service_pb2.ListExperimentsResponse, _abc.Awaitable[_evaluation_service_pb2.ListExperimentsResponse]]:
         """A page of experiments."""
 
-    @_abc_1.abstractmethod
     def CompareExperiments(
         self,
         request: _evaluation_service_pb2.CompareExperimentsRequest,
@@ -192,7 +181,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_pb2.ExperimentComparison, _abc.Awaitable[_evaluation_pb2.ExperimentComparison]]:
         """Compare two experiments scorer by scorer."""
 
-    @_abc_1.abstractmethod
     def GetExperiment(
         self,
         request: _evaluation_service_pb2.GetExperimentRequest,
@@ -200,7 +188,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_pb2.Experiment, _abc.Awaitable[_evaluation_pb2.Experiment]]:
         """One experiment."""
 
-    @_abc_1.abstractmethod
     def ListMonitors(
         self,
         request: _evaluation_service_pb2.ListMonitorsRequest,
@@ -208,7 +195,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_service_pb2.ListMonitorsResponse, _abc.Awaitable[_evaluation_service_pb2.ListMonitorsResponse]]:
         """Every monitor and its current condition."""
 
-    @_abc_1.abstractmethod
     def AcknowledgeMonitor(
         self,
         request: _evaluation_service_pb2.AcknowledgeMonitorRequest,
@@ -216,7 +202,6 @@ class EvaluationServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_evaluation_pb2.MonitorState, _abc.Awaitable[_evaluation_pb2.MonitorState]]:
         """Acknowledge a tripped monitor."""
 
-    @_abc_1.abstractmethod
     def ListSlos(
         self,
         request: _evaluation_service_pb2.ListSlosRequest,

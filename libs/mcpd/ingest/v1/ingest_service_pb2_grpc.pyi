@@ -56,12 +56,11 @@ class IngestServiceAsyncStub(IngestServiceStub):
     CreateFeedback: _aio.UnaryUnaryMultiCallable[_telemetry_pb2.Feedback, _telemetry_pb2.Feedback]  # type: ignore[assignment]
     """Record one piece of human feedback."""
 
-class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
+class IngestServiceServicer:
     """Accepts every signal of the data model. OTLP arrives through the gateway's OTLP receivers
     and the standard OpenTelemetry collector services, which call Ingest.
     """
 
-    @_abc_1.abstractmethod
     def Ingest(
         self,
         request: _telemetry_pb2.IngestBatch,
@@ -69,7 +68,6 @@ class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_telemetry_pb2.IngestResult, _abc.Awaitable[_telemetry_pb2.IngestResult]]:
         """Record one batch of signals atomically; ingest_key makes the batch idempotent."""
 
-    @_abc_1.abstractmethod
     def CreateScore(
         self,
         request: _telemetry_pb2.Score,
@@ -77,7 +75,6 @@ class IngestServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_telemetry_pb2.Score, _abc.Awaitable[_telemetry_pb2.Score]]:
         """Record one manual score."""
 
-    @_abc_1.abstractmethod
     def CreateFeedback(
         self,
         request: _telemetry_pb2.Feedback,

@@ -77,10 +77,9 @@ class IntelligenceServiceAsyncStub(IntelligenceServiceStub):
     GetTraceNotes: _aio.UnaryUnaryMultiCallable[_intelligence_service_pb2.GetTraceNotesRequest, _intelligence_pb2.TraceAspectNotes]  # type: ignore[assignment]
     """Every note recorded about one trace."""
 
-class IntelligenceServiceServicer(metaclass=_abc_1.ABCMeta):
+class IntelligenceServiceServicer:
     """Aspects, notes, theme snapshots, histories and flows."""
 
-    @_abc_1.abstractmethod
     def GetAspectCatalogue(
         self,
         request: _intelligence_service_pb2.GetAspectCatalogueRequest,
@@ -88,7 +87,6 @@ class IntelligenceServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_intelligence_pb2.AspectCatalogue, _abc.Awaitable[_intelligence_pb2.AspectCatalogue]]:
         """The aspects notes are recorded along, and the limits of a clustering pass."""
 
-    @_abc_1.abstractmethod
     def ListEntities(
         self,
         request: _intelligence_service_pb2.ListEntitiesRequest,
@@ -96,7 +94,6 @@ class IntelligenceServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_intelligence_pb2.EntityIndexResponse, _abc.Awaitable[_intelligence_pb2.EntityIndexResponse]]:
         """Every entity with notes, and how far its analysis has got."""
 
-    @_abc_1.abstractmethod
     def GetAspectProgress(
         self,
         request: _intelligence_service_pb2.EntityRequest,
@@ -104,7 +101,6 @@ class IntelligenceServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_intelligence_pb2.AspectProgress, _abc.Awaitable[_intelligence_pb2.AspectProgress]]:
         """How far one entity's aspects have got."""
 
-    @_abc_1.abstractmethod
     def ListSnapshots(
         self,
         request: _intelligence_service_pb2.ListSnapshotsRequest,
@@ -112,7 +108,6 @@ class IntelligenceServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_intelligence_pb2.SnapshotListResponse, _abc.Awaitable[_intelligence_pb2.SnapshotListResponse]]:
         """One entity's series of snapshots, newest first."""
 
-    @_abc_1.abstractmethod
     def GetThemeFlow(
         self,
         request: _intelligence_service_pb2.GetThemeFlowRequest,
@@ -120,7 +115,6 @@ class IntelligenceServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_intelligence_pb2.ThemeFlow, _abc.Awaitable[_intelligence_pb2.ThemeFlow]]:
         """The flow of themes across aspects in one snapshot."""
 
-    @_abc_1.abstractmethod
     def GetTheme(
         self,
         request: _intelligence_service_pb2.GetThemeRequest,
@@ -128,7 +122,6 @@ class IntelligenceServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_intelligence_pb2.ThemeDetail, _abc.Awaitable[_intelligence_pb2.ThemeDetail]]:
         """One theme in one snapshot."""
 
-    @_abc_1.abstractmethod
     def ListThemeExamples(
         self,
         request: _intelligence_service_pb2.ListThemeExamplesRequest,
@@ -136,7 +129,6 @@ class IntelligenceServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_intelligence_pb2.ThemeExampleListResponse, _abc.Awaitable[_intelligence_pb2.ThemeExampleListResponse]]:
         """The notes of one theme."""
 
-    @_abc_1.abstractmethod
     def GetThemeHistory(
         self,
         request: _intelligence_service_pb2.GetThemeHistoryRequest,
@@ -144,7 +136,6 @@ class IntelligenceServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_intelligence_pb2.ThemeHistory, _abc.Awaitable[_intelligence_pb2.ThemeHistory]]:
         """One theme across every snapshot that holds it."""
 
-    @_abc_1.abstractmethod
     def GetTraceNotes(
         self,
         request: _intelligence_service_pb2.GetTraceNotesRequest,

@@ -109,10 +109,9 @@ class OrchestratorServiceAsyncStub(OrchestratorServiceStub):
     FailStep: _aio.UnaryUnaryMultiCallable[_orchestrator_service_pb2.FailStepRequest, _runs_pb2.StepAck]  # type: ignore[assignment]
     """Report a step's failure."""
 
-class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
+class OrchestratorServiceServicer:
     """Durable workflow runs: definitions, runs, events, workers and leases."""
 
-    @_abc_1.abstractmethod
     def CreateDefinition(
         self,
         request: _runs_pb2.DefinitionDocument,
@@ -120,7 +119,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.DefinitionVersion, _abc.Awaitable[_runs_pb2.DefinitionVersion]]:
         """Store a new version of a definition."""
 
-    @_abc_1.abstractmethod
     def ListDefinitions(
         self,
         request: _orchestrator_service_pb2.ListDefinitionsRequest,
@@ -128,7 +126,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_orchestrator_service_pb2.ListDefinitionsResponse, _abc.Awaitable[_orchestrator_service_pb2.ListDefinitionsResponse]]:
         """A page of definitions."""
 
-    @_abc_1.abstractmethod
     def GetDefinitionVersion(
         self,
         request: _orchestrator_service_pb2.GetDefinitionVersionRequest,
@@ -136,7 +133,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.Definition, _abc.Awaitable[_runs_pb2.Definition]]:
         """One version of one definition."""
 
-    @_abc_1.abstractmethod
     def StartRun(
         self,
         request: _runs_pb2.StartRunRequest,
@@ -144,7 +140,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.Run, _abc.Awaitable[_runs_pb2.Run]]:
         """Start a run of a definition."""
 
-    @_abc_1.abstractmethod
     def ListRuns(
         self,
         request: _orchestrator_service_pb2.ListRunsRequest,
@@ -152,7 +147,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.RunListResponse, _abc.Awaitable[_runs_pb2.RunListResponse]]:
         """A page of runs."""
 
-    @_abc_1.abstractmethod
     def GetRun(
         self,
         request: _orchestrator_service_pb2.GetRunRequest,
@@ -160,7 +154,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.RunDetail, _abc.Awaitable[_runs_pb2.RunDetail]]:
         """One run with its attempts, timers and waits."""
 
-    @_abc_1.abstractmethod
     def CancelRun(
         self,
         request: _orchestrator_service_pb2.CancelRunRequest,
@@ -168,7 +161,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.Run, _abc.Awaitable[_runs_pb2.Run]]:
         """Cancel a run and every run below it."""
 
-    @_abc_1.abstractmethod
     def SignalRun(
         self,
         request: _orchestrator_service_pb2.SignalRunRequest,
@@ -176,7 +168,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.EventReceipt, _abc.Awaitable[_runs_pb2.EventReceipt]]:
         """Deliver an event to one run."""
 
-    @_abc_1.abstractmethod
     def ListRunEvents(
         self,
         request: _orchestrator_service_pb2.ListRunEventsRequest,
@@ -184,7 +175,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.RunEventPage, _abc.Awaitable[_runs_pb2.RunEventPage]]:
         """A run's event log after a sequence number."""
 
-    @_abc_1.abstractmethod
     def GetStepCause(
         self,
         request: _orchestrator_service_pb2.GetStepCauseRequest,
@@ -192,7 +182,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.StepCause, _abc.Awaitable[_runs_pb2.StepCause]]:
         """Why a step ran: its cause chain."""
 
-    @_abc_1.abstractmethod
     def PublishEvent(
         self,
         request: _runs_pb2.PublishEventRequest,
@@ -200,7 +189,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.EventReceipt, _abc.Awaitable[_runs_pb2.EventReceipt]]:
         """Publish an event to every run waiting on it."""
 
-    @_abc_1.abstractmethod
     def RegisterWorker(
         self,
         request: _runs_pb2.WorkerRegistration,
@@ -208,7 +196,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.WorkerRegistered, _abc.Awaitable[_runs_pb2.WorkerRegistered]]:
         """Register a worker and the definitions it serves."""
 
-    @_abc_1.abstractmethod
     def Claim(
         self,
         request: _runs_pb2.ClaimRequest,
@@ -216,7 +203,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.ClaimResponse, _abc.Awaitable[_runs_pb2.ClaimResponse]]:
         """Claim offerable step attempts."""
 
-    @_abc_1.abstractmethod
     def MarkStarted(
         self,
         request: _orchestrator_service_pb2.LeaseRequest,
@@ -224,7 +210,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.LeaseState, _abc.Awaitable[_runs_pb2.LeaseState]]:
         """Tell the daemon the step body is about to run."""
 
-    @_abc_1.abstractmethod
     def Heartbeat(
         self,
         request: _orchestrator_service_pb2.LeaseRequest,
@@ -232,7 +217,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.LeaseState, _abc.Awaitable[_runs_pb2.LeaseState]]:
         """Extend a lease."""
 
-    @_abc_1.abstractmethod
     def CompleteStep(
         self,
         request: _orchestrator_service_pb2.CompleteStepRequest,
@@ -240,7 +224,6 @@ class OrchestratorServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_runs_pb2.StepAck, _abc.Awaitable[_runs_pb2.StepAck]]:
         """Report a step's output."""
 
-    @_abc_1.abstractmethod
     def FailStep(
         self,
         request: _orchestrator_service_pb2.FailStepRequest,

@@ -105,10 +105,9 @@ class QueryServiceAsyncStub(QueryServiceStub):
     Erase: _aio.UnaryUnaryMultiCallable[_query_service_pb2.EraseRequest, _query_pb2.ErasureResult]  # type: ignore[assignment]
     """Erase every signal of one subject."""
 
-class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
+class QueryServiceServicer:
     """Every read of stored signals, plus deletion, erasure, audit and health."""
 
-    @_abc_1.abstractmethod
     def GetHealth(
         self,
         request: _query_service_pb2.GetHealthRequest,
@@ -116,7 +115,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.HealthStatus, _abc.Awaitable[_query_pb2.HealthStatus]]:
         """The daemon's health, as /healthz reports it."""
 
-    @_abc_1.abstractmethod
     def GetCapabilities(
         self,
         request: _query_service_pb2.GetCapabilitiesRequest,
@@ -124,7 +122,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.StoreCapabilities, _abc.Awaitable[_query_pb2.StoreCapabilities]]:
         """What the configured trace store can do."""
 
-    @_abc_1.abstractmethod
     def ListTraces(
         self,
         request: _query_service_pb2.ListTracesRequest,
@@ -132,7 +129,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.TraceListResponse, _abc.Awaitable[_query_pb2.TraceListResponse]]:
         """A page of traces."""
 
-    @_abc_1.abstractmethod
     def GetTrace(
         self,
         request: _query_service_pb2.GetTraceRequest,
@@ -140,7 +136,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.TraceDetail, _abc.Awaitable[_query_pb2.TraceDetail]]:
         """One trace with its spans, and optionally its logs, scores and feedback."""
 
-    @_abc_1.abstractmethod
     def DeleteTrace(
         self,
         request: _query_service_pb2.DeleteTraceRequest,
@@ -148,7 +143,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.DeleteResult, _abc.Awaitable[_query_pb2.DeleteResult]]:
         """Delete one trace and every signal correlated to it."""
 
-    @_abc_1.abstractmethod
     def ListSpans(
         self,
         request: _query_service_pb2.ListSpansRequest,
@@ -156,7 +150,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.SpanListResponse, _abc.Awaitable[_query_pb2.SpanListResponse]]:
         """A page of spans."""
 
-    @_abc_1.abstractmethod
     def ListLogs(
         self,
         request: _query_service_pb2.ListLogsRequest,
@@ -164,7 +157,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.LogListResponse, _abc.Awaitable[_query_pb2.LogListResponse]]:
         """A page of log records."""
 
-    @_abc_1.abstractmethod
     def GetMetricSeries(
         self,
         request: _query_service_pb2.GetMetricSeriesRequest,
@@ -172,7 +164,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.MetricSeriesResponse, _abc.Awaitable[_query_pb2.MetricSeriesResponse]]:
         """One metric as time series, one per label combination."""
 
-    @_abc_1.abstractmethod
     def ListScores(
         self,
         request: _query_service_pb2.ListScoresRequest,
@@ -180,7 +171,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.ScoreListResponse, _abc.Awaitable[_query_pb2.ScoreListResponse]]:
         """A page of scores."""
 
-    @_abc_1.abstractmethod
     def ListFeedback(
         self,
         request: _query_service_pb2.ListFeedbackRequest,
@@ -188,7 +178,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.FeedbackListResponse, _abc.Awaitable[_query_pb2.FeedbackListResponse]]:
         """A page of feedback."""
 
-    @_abc_1.abstractmethod
     def GetAnalyticsSummary(
         self,
         request: _query_service_pb2.GetAnalyticsSummaryRequest,
@@ -196,7 +185,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.AnalyticsSummary, _abc.Awaitable[_query_pb2.AnalyticsSummary]]:
         """Latency, errors, tokens and cost over a window, optionally grouped."""
 
-    @_abc_1.abstractmethod
     def GetCostBreakdown(
         self,
         request: _query_service_pb2.GetCostBreakdownRequest,
@@ -204,7 +192,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.CostBreakdown, _abc.Awaitable[_query_pb2.CostBreakdown]]:
         """Cost by group and time bucket."""
 
-    @_abc_1.abstractmethod
     def Discover(
         self,
         request: _query_service_pb2.DiscoverRequest,
@@ -212,7 +199,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.DiscoveryResponse, _abc.Awaitable[_query_pb2.DiscoveryResponse]]:
         """Distinct values of one facet, for filter boxes."""
 
-    @_abc_1.abstractmethod
     def ListDeltas(
         self,
         request: _query_service_pb2.ListDeltasRequest,
@@ -220,7 +206,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_pb2.DeltaResponse, _abc.Awaitable[_query_pb2.DeltaResponse]]:
         """Rows of one signal that arrived after a cursor."""
 
-    @_abc_1.abstractmethod
     def ListAuditEvents(
         self,
         request: _query_service_pb2.ListAuditEventsRequest,
@@ -228,7 +213,6 @@ class QueryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_query_service_pb2.ListAuditEventsResponse, _abc.Awaitable[_query_service_pb2.ListAuditEventsResponse]]:
         """The audit log, newest first."""
 
-    @_abc_1.abstractmethod
     def Erase(
         self,
         request: _query_service_pb2.EraseRequest,

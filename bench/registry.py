@@ -1,0 +1,10 @@
+"""Every benchmark ``python -m bench`` knows, by name, in the order they run."""
+
+from __future__ import annotations
+
+from bench import capabilities_roundtrip
+from bench.config import Benchmark
+
+BENCHMARKS: dict[str, Benchmark] = {
+    benchmark.name: benchmark for benchmark in (capabilities_roundtrip.BENCHMARK,)
+}

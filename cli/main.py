@@ -1,0 +1,107 @@
+"""The `mcpd` command line: serve, migrate, config show, version."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from cli import roles as role_table
+from mcpd.runtime.config import Settings, load_settings, render_settings
+from mcpd.runtime.errors import McpdError
+from mcpd.runtime.logging import configure_logging
+from mcpd.runtime.telemetry import configure_telemetry
+from mcpd.version import SPEC_VERSION, mcpd_version
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcpd", description="Record, run, evaluate and search AI agents."
+    )
+    parser.add_argument("--config", type=Path, help="TOML config file (default $MCPD_CONFIG)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the daemon (all roles unless --service)")
+    serve.add_argument("--service", choices=role_table.ROLES, help="run one role only")
+    migrate = commands.add_parser("migrate", help="apply storage migrations and exit")
+    migrate.add_argument(
+        "--check",
+        action="store_true",
+        help="change nothing; exit 0 when every store is migrated, 1 when some are behind",
+    )
+    config = commands.add_parser("config", help="configuration")
+    config_commands = config.add_subparsers(dest="config_command", required=True)
+    config_commands.add_parser("show", help="print the effective configuration (secrets masked)")
+    commands.add_parser("version", help="print the version")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `mcpd` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings(config_path=args.config)
+    except McpdError as exc:
+        print(f"mcpd: configuration error: {exc.message}", file=sys.stderr)
+        return 2
+    match args.command:
+        case "version":
+            print(f"mcpd {mcpd_version()} (spec {SPEC_VERSION})")
+        case "config":
+            print(render_settings(settings), end="")
+        case "migrate":
+            return _migrate(settings, check=args.check)
+        case "serve":
+            return _serve(settings, [args.service] if args.service else list(role_table.ROLES))
+    return 0
+
+
+def _serve(settings: Settings, roles: list[str]) -> int:
+    from cli.serve import serve  # imported here so `mcpd version` stays fast
+
+    configure_logging(settings.log_level, settings.log_format)
+    # The OpenTelemetry SDK's standard variable; read here, at the edge, and nowhere else.
+    shutdown_telemetry = configure_telemetry(
+        f"mcpd-{roles[0] if len(roles) == 1 else 'all'}",
+        otlp_endpoint=os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"),
+    )
+    try:
+        asyncio.run(serve(settings, roles))
+    except (McpdError, OSError) as exc:
+        print(f"mcpd: cannot start: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        shutdown_telemetry()
+    return 0
+
+
+def _migrate(settings: Settings, *, check: bool) -> int:
+    from mcpd.storage import open_stores
+
+    storage = settings.storage
+    try:
+        stores = open_stores(
+            storage.backend,
+            data_dir=settings.data_dir,
+            postgres_url=storage.postgres_url,
+            clickhouse_url=storage.clickhouse_url,
+            migrate=not check,
+        )
+    except McpdError as exc:
+        print(f"mcpd: {exc.message}", file=sys.stderr)
+        return 1
+    with stores:
+        behind = {
+            store: pending for store, pending in stores.pending_migrations().items() if pending
+        }
+    for store, pending in behind.items():
+        print(f"{store} store: pending {', '.join(pending)}")
+    if not behind:
+        print(f"storage is migrated ({storage.backend})")
+    return 1 if behind else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The gateway's ASGI app: REST (with /healthz and OpenAPI) now; OTLP/HTTP and MCP later."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import grpc
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount
+
+from gateway.rest import errors
+from gateway.rest.catalog import load_rpcs
+from gateway.rest.comments import load_comments
+from gateway.rest.openapi import build_openapi
+from gateway.rest.transcoder import ChannelFor, RestTranscoder
+from mcpd.version import mcpd_version
+
+OPENAPI_PATH = "/v1/api/openapi.json"
+MAX_DEADLINE_S = 300.0
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+def create_app(
+    channel_for: ChannelFor,
+    *,
+    default_deadline_s: float = 30.0,
+    max_deadline_s: float = MAX_DEADLINE_S,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> Starlette:
+    """The gateway app.
+
+    `channel_for` receives a proto service's full name (`mcpd.query.v1.QueryService`) and returns
+    the channel to the process serving it; it is called per request, so it should hand out
+    long-lived channels, and a `LookupError` from it answers 503. Every REST route, `/healthz`
+    included, is generated from the `google.api.http` annotations; requests carry
+    `default_deadline_s` upstream unless an `X-Mcpd-Timeout` header (capped at `max_deadline_s`)
+    says otherwise. The descriptors are read and the routes built here, so a proto annotation
+    the gateway cannot serve fails at start.
+    """
+    rpcs = load_rpcs()
+    openapi_document = functools.cache(
+        lambda: build_openapi(
+            rpcs, describe=load_comments(), version=mcpd_version(), extra_paths=_OWN_PATHS
+        )
+    )
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+    rest = RestTranscoder(
+        rpcs,
+        channel_for,
+        default_deadline_s=default_deadline_s,
+        max_deadline_s=max_deadline_s,
+        max_body_bytes=max_body_bytes,
+        endpoints=[("GET", OPENAPI_PATH, openapi)],
+    )
+    routes: list[BaseRoute] = [
+        # /mcp (a Mount: Streamable HTTP uses several methods) goes before this catch-all. Plain
+        # endpoints such as the OTLP/HTTP receivers (POST /v1/traces, /v1/logs, /v1/metrics) are
+        # best registered with the transcoder, like the OpenAPI document above, so they get the
+        # same 404/405 handling: a method-restricted Starlette Route placed here would only
+        # partially match a wrong method and fall through to the transcoder's 404. The
+        # transcoder answers everything else, so every error has the one body shape.
+        Mount("", app=rest),
+    ]
+    return Starlette(routes=routes, exception_handlers={HTTPException: _http_exception})
+
+
+_OWN_PATHS = {
+    OPENAPI_PATH: {
+        "get": {
+            "operationId": "Gateway_GetOpenApi",
+            "tags": ["Gateway"],
+            "summary": "This document",
+            "security": [],
+            "responses": {
+                "200": {
+                    "description": "The OpenAPI 3.1 document of the REST surface.",
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
+                "4XX": {"$ref": "#/components/responses/Error"},
+            },
+        }
+    }
+}
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    # Only reached from routes mounted beside the transcoder; keeps their errors in the one shape.
+    assert isinstance(exc, HTTPException)
+    code = _GRPC_FOR_HTTP.get(exc.status_code, grpc.StatusCode.UNKNOWN)
+    headers: dict[str, Any] = dict(exc.headers or {})
+    return errors.error_response(code, exc.detail, http=exc.status_code, headers=headers)
+
+
+# The first code the table maps to each HTTP status, so 400 reads INVALID_ARGUMENT; 405 is
+# UNIMPLEMENTED as grpc-gateway reports it.
+_GRPC_FOR_HTTP = {http: code for code, http in reversed(list(errors.HTTP_STATUS.items()))}
+_GRPC_FOR_HTTP[405] = grpc.StatusCode.UNIMPLEMENTED

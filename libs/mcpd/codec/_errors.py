@@ -1,0 +1,31 @@
+"""How the codec fails: a caller sent bad JSON, or a message holds what JSON cannot carry."""
+
+from __future__ import annotations
+
+from mcpd.runtime.errors import InvalidArgument
+
+
+class CodecError(InvalidArgument):
+    """A JSON document (or a URL value) does not decode into the message it was sent for.
+
+    `field` is the dotted path of the offending value (`spans[0].start_time`), and the message
+    names it and says what was expected, so a caller can fix the request without reading code.
+    """
+
+    default_reason = "INVALID_FIELD"
+
+
+class EncodeError(ValueError):
+    """A message holds a value the spec's JSON cannot represent (NaN, an unknown enum number).
+
+    This is a bug in whoever built the message, never the caller's fault, so it is deliberately
+    not an `McpdError`: it surfaces as INTERNAL wherever it escapes.
+    """
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+
+
+UNKNOWN_FIELD = "UNKNOWN_FIELD"
+"""`CodecError.reason` when the document carries a field the message does not have."""

@@ -1,0 +1,330 @@
+"""Typed, frozen settings, and the one place mcpd reads its configuration.
+
+`load_settings` layers, from strongest to weakest: the `overrides` argument, `MCPD_*` environment
+variables, the TOML file, built-in defaults. The environment is read here and nowhere else;
+components receive the `Settings` (or the section they need) through their constructors.
+
+Names: top-level key `http_addr` is `MCPD_HTTP_ADDR`; key `backend` of section `[storage]` is
+`MCPD_STORAGE_BACKEND`, and `storage.backend` in `overrides`. Unknown keys in the file and in
+`overrides` are errors; unknown `MCPD_*` variables are not (other tools share the prefix, e.g.
+`MCPD_TEST_POSTGRES_URL`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from mcpd.runtime import _config_values as values
+from mcpd.runtime.errors import InvalidArgument, NotFound
+from mcpd.runtime.logging import redact_url
+
+CONFIG_ENV = "MCPD_CONFIG"
+DATA_DIR_ENV = "MCPD_DATA_DIR"
+CONFIG_FILE_NAME = "mcpd.toml"
+ENV_PREFIX = "MCPD_"
+
+
+class StorageBackend(StrEnum):
+    """Which engine holds the trace store."""
+
+    SQLITE = "sqlite"
+    POSTGRES = "postgres"
+    CLICKHOUSE = "clickhouse"
+
+
+class LogLevel(StrEnum):
+    """The least severe log records written."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    CRITICAL = "critical"
+
+
+class LogFormat(StrEnum):
+    """How log records are written: `json` lines for machines, `text` for people."""
+
+    JSON = "json"
+    TEXT = "text"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class StorageSettings:
+    """`[storage]`: where data lives.
+
+    `backend` picks the trace store. `postgres_url`, when set, holds the run and control stores
+    (and the trace store when `backend` is postgres). `clickhouse_url` is
+    `http(s)://user:pass@host:port/db` (clickhouse-connect) or `chdb:///abs/path` (embedded).
+    """
+
+    backend: StorageBackend = StorageBackend.SQLITE
+    postgres_url: str | None = None
+    clickhouse_url: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class GrpcSettings:
+    """`[grpc]`: transport limits shared by every gRPC server and channel."""
+
+    max_message_bytes: int = 64 * 1024 * 1024
+    keepalive_time_ms: int = 30_000
+    keepalive_timeout_ms: int = 10_000
+    shutdown_grace_s: float = 5.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class GatewaySettings:
+    """`[gateway]`: the HTTP edge."""
+
+    default_deadline_s: float = 30.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """The effective configuration of one mcpd process.
+
+    The `*_addr` of the five gRPC roles say where peers are found; left empty when constructing
+    directly, they become `grpc_addr` (one process serving every role). `load_settings` always
+    fills them.
+    """
+
+    data_dir: Path
+    http_addr: str = "127.0.0.1:8080"
+    grpc_addr: str = "127.0.0.1:50051"
+    otlp_grpc_addr: str = "127.0.0.1:4317"
+    ingest_addr: str = ""
+    query_addr: str = ""
+    orchestrator_addr: str = ""
+    evaluation_addr: str = ""
+    intelligence_addr: str = ""
+    log_level: LogLevel = LogLevel.INFO
+    log_format: LogFormat = LogFormat.JSON
+    storage: StorageSettings = dataclasses.field(default_factory=StorageSettings)
+    grpc: GrpcSettings = dataclasses.field(default_factory=GrpcSettings)
+    gateway: GatewaySettings = dataclasses.field(default_factory=GatewaySettings)
+
+    def __post_init__(self) -> None:
+        for name in PEER_ADDRESS_KEYS:
+            if not getattr(self, name):
+                # Frozen dataclass: assigning in __post_init__ needs object.__setattr__.
+                object.__setattr__(self, name, self.grpc_addr)
+
+
+PEER_ADDRESS_KEYS = (
+    "ingest_addr",
+    "query_addr",
+    "orchestrator_addr",
+    "evaluation_addr",
+    "intelligence_addr",
+)
+
+_SECTIONS: Mapping[str, type] = {
+    "storage": StorageSettings,
+    "grpc": GrpcSettings,
+    "gateway": GatewaySettings,
+}
+
+
+def _key_kinds() -> dict[str, values.Kind]:
+    """Every setting as `key` or `section.key`, with the kind of value it holds."""
+    kinds: dict[str, values.Kind] = {}
+    for name, annotation in values.field_types(Settings).items():
+        if name not in _SECTIONS:
+            kinds[name] = values.kind_of(annotation)
+    for section, cls in _SECTIONS.items():
+        for name, annotation in values.field_types(cls).items():
+            kinds[f"{section}.{name}"] = values.kind_of(annotation)
+    return kinds
+
+
+KEYS = _key_kinds()
+
+
+def env_var(key: str) -> str:
+    """The environment variable that sets `key` (`storage.backend` -> `MCPD_STORAGE_BACKEND`)."""
+    return ENV_PREFIX + key.replace(".", "_").upper()
+
+
+def load_settings(
+    *,
+    config_path: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> Settings:
+    """The effective settings: `overrides` > environment > TOML file > defaults.
+
+    `env` defaults to `os.environ`. The file is `config_path`, else `$MCPD_CONFIG`, else
+    `mcpd.toml` in the data directory; only that last, implicit one may be missing.
+    `overrides` takes `key` / `section.key` names or nested `{"section": {...}}` mappings, with
+    typed values or strings (parsed as the environment's are).
+
+    Raises `InvalidArgument` naming the key (and its source) for unknown keys in the file or in
+    `overrides`, for values of the wrong type, and for invalid values; `NotFound` when an
+    explicitly named file does not exist.
+    """
+    environ: Mapping[str, str] = os.environ if env is None else env
+    home = Path(environ["HOME"]) if environ.get("HOME") else Path.home()
+    layer_overrides = values.flatten_overrides(overrides or {}, KEYS)
+    layer_env = {
+        key: (env_var(key), environ[env_var(key)]) for key in KEYS if env_var(key) in environ
+    }
+    path, explicit = _config_file(config_path, environ, layer_overrides, home)
+    layer_file = _read_file(path, explicit)
+
+    merged: dict[str, object] = {}
+    sources: dict[str, str] = {}
+    for key, raw in layer_file.items():
+        merged[key] = values.from_file(raw, KEYS[key], key, f"{path}", home, path.parent)
+        sources[key] = f"{key} in {path}"
+    for key, (name, text) in layer_env.items():
+        merged[key] = values.from_text(text, KEYS[key], key, name, home)
+        sources[key] = name
+    for key, raw in layer_overrides.items():
+        source = f"override {key!r}"
+        if isinstance(raw, str):
+            merged[key] = values.from_text(raw, KEYS[key], key, source, home)
+        else:
+            merged[key] = values.from_file(raw, KEYS[key], key, source, home, Path.cwd())
+        sources[key] = source
+    merged.setdefault("data_dir", _default_data_dir(home))
+    settings = _build(merged)
+    _validate(settings, sources)
+    return settings
+
+
+def _default_data_dir(home: Path) -> Path:
+    return home / ".local" / "share" / "mcpd"
+
+
+def _config_file(
+    config_path: Path | None,
+    environ: Mapping[str, str],
+    overrides: Mapping[str, object],
+    home: Path,
+) -> tuple[Path, bool]:
+    """Where the TOML file is, and whether it was named explicitly (so must exist)."""
+    if config_path is not None:
+        return values.expand(config_path, home, Path.cwd()), True
+    if environ.get(CONFIG_ENV):
+        return values.expand(Path(environ[CONFIG_ENV]), home, Path.cwd()), True
+    # The file lives in the data directory, which therefore cannot come from the file itself.
+    data_dir = overrides.get("data_dir") or environ.get(DATA_DIR_ENV) or _default_data_dir(home)
+    if not isinstance(data_dir, str | os.PathLike):
+        raise InvalidArgument(
+            f"override 'data_dir' must be a path, got {type(data_dir).__name__}",
+            field="data_dir",
+            reason="INVALID_CONFIG_VALUE",
+        )
+    return values.expand(Path(data_dir), home, Path.cwd()) / CONFIG_FILE_NAME, False
+
+
+def _read_file(path: Path, explicit: bool) -> dict[str, object]:
+    """The file's settings as `key` / `section.key`, unknown keys refused."""
+    try:
+        with path.open("rb") as handle:
+            document = tomllib.load(handle)
+    except FileNotFoundError:
+        if explicit:
+            raise NotFound(
+                f"config file {path} does not exist", field="config", reason="CONFIG_NOT_FOUND"
+            ) from None
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidArgument(
+            f"config file {path} is not valid TOML: {exc}", field="config", reason="INVALID_CONFIG"
+        ) from exc
+    except OSError as exc:
+        raise InvalidArgument(
+            f"cannot read config file {path}: {exc.strerror}",
+            field="config",
+            reason="INVALID_CONFIG",
+        ) from exc
+    return values.flatten_document(document, KEYS, _SECTIONS, str(path))
+
+
+def _build(merged: Mapping[str, object]) -> Settings:
+    sections = {
+        section: cls(
+            **{
+                key.partition(".")[2]: value
+                for key, value in merged.items()
+                if key.startswith(section + ".")
+            }
+        )
+        for section, cls in _SECTIONS.items()
+    }
+    top: dict[str, Any] = {key: value for key, value in merged.items() if "." not in key}
+    return Settings(**top, **sections)
+
+
+_ADDRESS_KEYS = ("http_addr", "grpc_addr", "otlp_grpc_addr", *PEER_ADDRESS_KEYS)
+_POSTGRES_SCHEMES = frozenset({"postgres", "postgresql", "postgresql+psycopg"})
+_CLICKHOUSE_SCHEMES = frozenset({"http", "https", "chdb"})
+
+
+def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
+    """Refuse values that parse but cannot work, naming the key and where it was set."""
+
+    def fail(key: str, message: str) -> InvalidArgument:
+        return values.error(key, sources.get(key, "the defaults"), message, "INVALID_CONFIG_VALUE")
+
+    for key in _ADDRESS_KEYS:
+        address: str = getattr(settings, key)
+        problem = values.address_problem(address)
+        if problem is not None:
+            raise fail(key, f"{problem}, got {address!r}")
+    grpc, gateway, storage = settings.grpc, settings.gateway, settings.storage
+    for name in ("max_message_bytes", "keepalive_time_ms", "keepalive_timeout_ms"):
+        if getattr(grpc, name) <= 0:
+            raise fail(f"grpc.{name}", "must be positive")
+    if not (math.isfinite(grpc.shutdown_grace_s) and grpc.shutdown_grace_s >= 0):
+        raise fail("grpc.shutdown_grace_s", "must be a finite number of seconds, 0 or more")
+    if not (math.isfinite(gateway.default_deadline_s) and gateway.default_deadline_s > 0):
+        raise fail("gateway.default_deadline_s", "must be a finite positive number of seconds")
+    for name, url, schemes in (
+        ("postgres_url", storage.postgres_url, _POSTGRES_SCHEMES),
+        ("clickhouse_url", storage.clickhouse_url, _CLICKHOUSE_SCHEMES),
+    ):
+        problem = None if url is None else values.url_problem(url, schemes)
+        if url is not None and problem is not None:
+            # The URL itself may carry a password: show it redacted.
+            raise fail(f"storage.{name}", f"{problem}, got {redact_url(url)!r}")
+    needed = {
+        StorageBackend.POSTGRES: ("postgres_url", storage.postgres_url),
+        StorageBackend.CLICKHOUSE: ("clickhouse_url", storage.clickhouse_url),
+    }.get(storage.backend)
+    if needed is not None and needed[1] is None:
+        backend_source = sources.get("storage.backend", "the defaults")
+        raise fail(
+            f"storage.{needed[0]}",
+            f"must be set when storage.backend is {storage.backend} (set by {backend_source})",
+        )
+
+
+def render_settings(settings: Settings) -> str:
+    """`settings` as a TOML document (what `mcpd config show` prints), secrets masked.
+
+    Unset optional keys appear as comments, since TOML has no null.
+    """
+    lines = ["# mcpd effective configuration (secrets masked)"]
+    current_section = ""
+    for key in KEYS:
+        section, _, name = key.rpartition(".")
+        if section != current_section:
+            lines += ["", f"[{section}]"]
+            current_section = section
+        owner = getattr(settings, section) if section else settings
+        value = getattr(owner, name)
+        if value is None:
+            lines.append(f"# {name} is not set")
+        else:
+            lines.append(f"{name} = {values.toml_value(value, secret=name.endswith('_url'))}")
+    return "\n".join(lines) + "\n"

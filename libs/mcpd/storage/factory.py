@@ -1,0 +1,181 @@
+"""Opening the three stores from configuration: the one place backends are chosen.
+
+`storage.backend` picks the trace store: `sqlite` (a file under the data directory),
+`postgres` (at `storage.postgres_url`) or `clickhouse` (at `storage.clickhouse_url`). The run
+and control stores live on PostgreSQL whenever `storage.postgres_url` is set, and otherwise in
+SQLite files under the data directory: they are small, transactional and the same on every
+deployment, and PostgreSQL is their scale-out path. Every store is migrated on open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from sqlalchemy.engine import URL, Engine
+from sqlalchemy.exc import ArgumentError, OperationalError
+
+from mcpd.runtime.clock import Clock
+from mcpd.runtime.errors import InvalidArgument, Unavailable
+from mcpd.storage.clickhouse.executor import open_executor
+from mcpd.storage.clickhouse.store import ClickHouseTraceStore
+from mcpd.storage.interfaces import ControlStore, RunStore, TraceStore
+from mcpd.storage.sql.engine import (
+    Synchronous,
+    create_postgres_engine,
+    create_sqlite_engine,
+    postgres_url,
+)
+from mcpd.storage.sql.stores import SqlControlStore, SqlRunStore, SqlTraceStore
+
+BACKENDS = ("sqlite", "postgres", "clickhouse")
+BACKEND_SETTING = "storage.backend"
+POSTGRES_SETTING = "storage.postgres_url"
+CLICKHOUSE_SETTING = "storage.clickhouse_url"
+
+# File names under the data directory, one database per store.
+TRACE_DB = "trace.db"
+RUN_DB = "run.db"
+CONTROL_DB = "control.db"
+
+
+@dataclass
+class Stores:
+    """The three stores of one process. A context manager: leaving it closes all three."""
+
+    trace: TraceStore
+    run: RunStore
+    control: ControlStore
+    _closed: bool = field(default=False, init=False, repr=False)
+
+    def pending_migrations(self) -> dict[str, list[str]]:
+        """Per store (trace, run, control), the migrations not yet applied."""
+        return {
+            "trace": self.trace.pending_migrations(),
+            "run": self.run.pending_migrations(),
+            "control": self.control.pending_migrations(),
+        }
+
+    def close(self) -> None:
+        """Close every store, even if closing one of them fails. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        with ExitStack() as stack:
+            # Callbacks run in reverse: control, run, then trace, each whatever the others did.
+            stack.callback(self.trace.close)
+            stack.callback(self.run.close)
+            stack.callback(self.control.close)
+
+    def __enter__(self) -> Stores:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def open_stores(
+    backend: str,
+    *,
+    data_dir: Path,
+    postgres_url: str | None,
+    clickhouse_url: str | None,
+    clock: Clock | None = None,
+    migrate: bool = True,
+) -> Stores:
+    """Open, migrate and return the three stores. `clock` is what the stores stamp rows with.
+
+    With `migrate=False` nothing is changed, so `Stores.pending_migrations` can be asked what a
+    migration would apply.
+
+    Raises InvalidArgument naming the setting at fault for an unknown backend or a bad or
+    missing URL, and Unavailable when a database cannot be reached.
+    """
+    if backend not in BACKENDS:
+        raise InvalidArgument(
+            f"unknown storage backend {backend!r}; choose one of {', '.join(BACKENDS)}",
+            field=BACKEND_SETTING,
+        )
+    pg_url = _parse_postgres_url(postgres_url) if postgres_url else None
+    if backend == "postgres" and pg_url is None:
+        raise InvalidArgument(
+            "storage.backend is postgres but storage.postgres_url is not set",
+            field=POSTGRES_SETTING,
+        )
+    if backend == "clickhouse" and not clickhouse_url:
+        raise InvalidArgument(
+            "storage.backend is clickhouse but storage.clickhouse_url is not set",
+            field=CLICKHOUSE_SETTING,
+        )
+
+    with ExitStack() as opened:
+        # Anything opened before a failure is closed again by the ExitStack.
+        trace: TraceStore
+        if backend == "clickhouse":
+            assert clickhouse_url is not None
+            executor = open_executor(clickhouse_url)
+            opened.callback(executor.close)
+            trace = ClickHouseTraceStore(executor)
+        else:
+            trace_pg = pg_url if backend == "postgres" else None
+            trace = SqlTraceStore(_engine(trace_pg, data_dir / TRACE_DB, Synchronous.NORMAL))
+            opened.callback(trace.close)
+        run = SqlRunStore(_engine(pg_url, data_dir / RUN_DB, Synchronous.FULL))
+        opened.callback(run.close)
+        control = SqlControlStore(
+            _engine(pg_url, data_dir / CONTROL_DB, Synchronous.FULL), clock=clock
+        )
+        opened.callback(control.close)
+
+        for store, setting in (
+            (control, POSTGRES_SETTING if pg_url else None),
+            (run, POSTGRES_SETTING if pg_url else None),
+            (trace, _trace_setting(backend)),
+        ):
+            _connecting(store.migrate if migrate else store.pending_migrations, store, setting)
+        opened.pop_all()
+    return Stores(trace=trace, run=run, control=control)
+
+
+def _parse_postgres_url(url: str) -> URL:
+    try:
+        return postgres_url(url)
+    except (ArgumentError, ValueError) as error:
+        raise InvalidArgument(f"bad PostgreSQL URL: {error}", field=POSTGRES_SETTING) from error
+
+
+def _engine(pg_url: URL | None, sqlite_path: Path, synchronous: Synchronous) -> Engine:
+    if pg_url is not None:
+        return create_postgres_engine(pg_url)
+    sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+    return create_sqlite_engine(sqlite_path, synchronous=synchronous)
+
+
+def _trace_setting(backend: str) -> str | None:
+    return {"postgres": POSTGRES_SETTING, "clickhouse": CLICKHOUSE_SETTING}.get(backend)
+
+
+def _connecting(
+    action: Callable[[], object], store: TraceStore | RunStore | ControlStore, setting: str | None
+) -> None:
+    """Run `action` (the first database round trip), reporting an unreachable database."""
+    try:
+        action()
+    except OperationalError as error:
+        # Connection refused, authentication failed, no such database, an unwritable file: the
+        # setting is at fault or the server is down. The driver's first line says which; the
+        # URL itself (and its password) stays out of the message.
+        where = setting or "the data directory"
+        reason = str(error.orig).strip().splitlines()[0] if error.orig else "connection failed"
+        raise Unavailable(
+            f"cannot open the {store.backend} database named by {where}: {reason}",
+            field=setting,
+        ) from error

@@ -1,0 +1,105 @@
+"""The control store's tables on SQLite and PostgreSQL.
+
+Projects (the spec's Project), accounts, API keys, account sessions, the audit log (the spec's
+AuditEvent, stored in `audit_log`) and the price book. No secret is ever stored: API keys and
+session tokens are kept as SHA-256 digests, passwords as argon2id hashes.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Column, Double, ForeignKey, Integer, PrimaryKeyConstraint, Table, Text
+
+from mcpd.storage.sql.schema._common import index, new_metadata
+from mcpd.storage.sql.types import JsonDocument, TimestampNs
+
+metadata = new_metadata()
+
+projects = Table(
+    "projects",
+    metadata,
+    Column("project_id", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("created_at", TimestampNs, nullable=False),
+    Column("retention_days", Integer),
+    Column("sampling", JsonDocument),
+    Column("redaction", JsonDocument),
+    Column("budget", JsonDocument),
+    Column("metadata", JsonDocument),
+    PrimaryKeyConstraint("project_id"),
+)
+
+accounts = Table(
+    "accounts",
+    metadata,
+    Column("email", Text, nullable=False),
+    Column("project", Text, ForeignKey("projects.project_id"), nullable=False),
+    Column("password_hash", Text, nullable=False),
+    Column("created_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("email"),
+    index("accounts", "project"),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", Text, nullable=False),
+    Column("project", Text, ForeignKey("projects.project_id"), nullable=False),
+    # The account holding the key; NULL for a key an operator created for the deployment.
+    Column("account_email", Text, ForeignKey("accounts.email", ondelete="CASCADE")),
+    Column("scope", Text, nullable=False),
+    Column("name", Text),
+    Column("prefix", Text, nullable=False),
+    # SHA-256 of the secret, hex. Every authenticated request looks a key up by this.
+    Column("digest", Text, nullable=False),
+    Column("created_at", TimestampNs, nullable=False),
+    Column("revoked_at", TimestampNs),
+    PrimaryKeyConstraint("id"),
+    index("api_keys", "digest", unique=True),
+    index("api_keys", "project"),
+)
+
+account_sessions = Table(
+    "account_sessions",
+    metadata,
+    # SHA-256 of the session token, hex. The token itself is shown once and never stored.
+    Column("token_digest", Text, nullable=False),
+    Column("email", Text, ForeignKey("accounts.email", ondelete="CASCADE"), nullable=False),
+    Column("project", Text, nullable=False),
+    Column("created_at", TimestampNs, nullable=False),
+    Column("expires_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("token_digest"),
+    index("account_sessions", "expires_at"),
+)
+
+# No foreign key to projects: a refused request may name a project that does not exist, and
+# the log outlives what it describes.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("audit_id", Text, nullable=False),
+    Column("timestamp", TimestampNs, nullable=False),
+    Column("principal", Text, nullable=False),
+    Column("subject", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("project", Text, nullable=False),
+    Column("resource", Text),
+    Column("result", Text, nullable=False),
+    PrimaryKeyConstraint("audit_id"),
+    index("audit_log", "project", "timestamp"),
+)
+
+# One row per (book, provider, model, meter) price, effective from an instant. Rows are never
+# updated: a price change is a new row, so a cost computed yesterday can still be explained.
+price_book = Table(
+    "price_book",
+    metadata,
+    Column("book_id", Text, nullable=False),
+    Column("provider", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    # input, output, cache_read, cache_write, cache_write_5m, cache_write_1h, reasoning, ...
+    Column("meter", Text, nullable=False),
+    Column("currency", Text, nullable=False),
+    Column("price_per_million", Double, nullable=False),
+    Column("effective_from", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("book_id", "provider", "model", "meter", "effective_from"),
+)

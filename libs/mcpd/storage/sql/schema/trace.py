@@ -1,0 +1,267 @@
+"""The trace store's tables on SQLite and PostgreSQL.
+
+Columns follow the spec entities stored in each table (Span -> spans, Trace -> traces, LogRecord
+-> logs, MetricPoint -> metrics, Score -> scores, Feedback -> feedback, AspectNote ->
+aspect_notes, ThemeSnapshot -> theme_snapshots, Theme -> themes), with Correlation, TokenUsage
+totals and Cost flattened (see `_common`). Two deliberate differences from the spec's keys:
+
+* Every primary key and index starts with `project`. Ids in these tables are chosen by
+  producers (span ids, log ids, score ids), so a key without the project would let one tenant's
+  write collide with another's row; and every read is scoped to one project, so an index led by
+  the project serves it.
+* Every signal table carries `received_at` (server-set arrival time, the clock retention is
+  measured against), including scores, feedback and notes whose entities do not publish it.
+
+`facet_values` is not a spec entity: it is the distinct-value list discovery answers from,
+maintained as signals arrive (see the Facet enumeration).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, Column, Double, Integer, PrimaryKeyConstraint, Table, Text
+
+from mcpd.storage.sql.schema._common import (
+    correlation_columns,
+    cost_columns,
+    index,
+    new_metadata,
+    usage_columns,
+)
+from mcpd.storage.sql.types import Count, JsonDocument, TimestampNs
+
+metadata = new_metadata()
+
+spans = Table(
+    "spans",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("trace_id", Text, nullable=False),
+    Column("span_id", Text, nullable=False),
+    Column("parent_span_id", Text),
+    Column("external_parent_span_id", Text),
+    Column("name", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("start_time", TimestampNs, nullable=False),
+    Column("end_time", TimestampNs),
+    Column("duration_ns", Count),
+    Column("is_root", Boolean, nullable=False),
+    Column("is_event", Boolean, nullable=False),
+    Column("entity_kind", Text),
+    Column("entity_id", Text),
+    Column("entity_name", Text),
+    Column("input", JsonDocument),
+    Column("output", JsonDocument),
+    Column("attributes", JsonDocument),
+    Column("metadata", JsonDocument),
+    *usage_columns(),
+    *cost_columns(),
+    Column("model_parameters", JsonDocument),
+    Column("error", JsonDocument),
+    Column("links", JsonDocument),
+    Column("tags", JsonDocument),
+    *correlation_columns(),
+    Column("model", Text),
+    Column("provider", Text),
+    Column("received_at", TimestampNs, nullable=False),
+    Column("ingest_key", Text),
+    PrimaryKeyConstraint("project", "trace_id", "span_id"),
+    index("spans", "project", "start_time"),
+    index("spans", "project", "is_root", "start_time"),
+    index("spans", "project", "session_id"),
+    index("spans", "project", "model", "start_time"),
+    index("spans", "project", "status", "start_time"),
+    index("spans", "project", "received_at"),
+)
+
+traces = Table(
+    "traces",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("trace_id", Text, nullable=False),
+    Column("root_span_id", Text),
+    Column("name", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("start_time", TimestampNs, nullable=False),
+    Column("end_time", TimestampNs),
+    Column("duration_ns", Count),
+    Column("span_count", Integer, nullable=False),
+    Column("error_count", Integer, nullable=False),
+    *usage_columns(),
+    *cost_columns(),
+    Column("model_count", Integer, nullable=False),
+    Column("tool_count", Integer, nullable=False),
+    Column("tags", JsonDocument),
+    *correlation_columns(),
+    Column("score_summary", JsonDocument),
+    Column("feedback_summary", JsonDocument),
+    Column("is_complete", Boolean, nullable=False),
+    Column("received_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("project", "trace_id"),
+    index("traces", "project", "start_time"),
+    index("traces", "project", "status", "start_time"),
+    index("traces", "project", "total_cost"),
+    index("traces", "project", "duration_ns"),
+    index("traces", "project", "received_at"),
+)
+
+logs = Table(
+    "logs",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("log_id", Text, nullable=False),
+    Column("trace_id", Text),
+    Column("span_id", Text),
+    Column("timestamp", TimestampNs, nullable=False),
+    Column("level", Text, nullable=False),
+    Column("message", Text, nullable=False),
+    Column("fields", JsonDocument),
+    Column("logger", Text),
+    *correlation_columns(),
+    Column("received_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("project", "log_id"),
+    index("logs", "project", "trace_id", "timestamp"),
+    index("logs", "project", "level", "timestamp"),
+    index("logs", "project", "received_at"),
+)
+
+metrics = Table(
+    "metrics",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("metric_id", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("value", Double, nullable=False),
+    Column("unit", Text),
+    Column("timestamp", TimestampNs, nullable=False),
+    Column("labels", JsonDocument),
+    Column("buckets", JsonDocument),
+    Column("trace_id", Text),
+    Column("span_id", Text),
+    *correlation_columns(),
+    Column("received_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("project", "metric_id"),
+    index("metrics", "project", "name", "timestamp"),
+    index("metrics", "project", "received_at"),
+)
+
+scores = Table(
+    "scores",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("score_id", Text, nullable=False),
+    Column("trace_id", Text),
+    Column("span_id", Text),
+    Column("scorer_id", Text, nullable=False),
+    Column("scorer_version", Text),
+    Column("source", Text, nullable=False),
+    Column("value", Double, nullable=False),
+    Column("min", Double),
+    Column("max", Double),
+    Column("label", Text),
+    Column("reason", Text),
+    Column("score_trace_id", Text),
+    *cost_columns(),
+    Column("metadata", JsonDocument),
+    Column("timestamp", TimestampNs, nullable=False),
+    *correlation_columns(),
+    Column("received_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("project", "score_id"),
+    index("scores", "project", "trace_id"),
+    index("scores", "project", "scorer_id", "timestamp"),
+    index("scores", "project", "received_at"),
+)
+
+feedback = Table(
+    "feedback",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("feedback_id", Text, nullable=False),
+    Column("trace_id", Text),
+    Column("span_id", Text),
+    Column("kind", Text, nullable=False),
+    Column("value", JsonDocument, nullable=False),
+    Column("comment", Text),
+    Column("author_id", Text),
+    Column("author_kind", Text),
+    Column("timestamp", TimestampNs, nullable=False),
+    Column("metadata", JsonDocument),
+    *correlation_columns(),
+    Column("received_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("project", "feedback_id"),
+    index("feedback", "project", "trace_id"),
+    index("feedback", "project", "received_at"),
+)
+
+aspect_notes = Table(
+    "aspect_notes",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("note_id", Text, nullable=False),
+    Column("trace_id", Text, nullable=False),
+    Column("aspect", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("definition_version", Integer, nullable=False),
+    Column("model", Text),
+    Column("created_at", TimestampNs, nullable=False),
+    *correlation_columns(),
+    Column("received_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("project", "note_id"),
+    index("aspect_notes", "project", "trace_id"),
+    index("aspect_notes", "project", "aspect", "created_at"),
+    index("aspect_notes", "project", "received_at"),
+)
+
+theme_snapshots = Table(
+    "theme_snapshots",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("snapshot_id", Text, nullable=False),
+    Column("entity_kind", Text, nullable=False),
+    Column("entity_name", Text, nullable=False),
+    Column("aspects", JsonDocument, nullable=False),
+    Column("ordinal", Count, nullable=False),
+    Column("cutoff_at", TimestampNs, nullable=False),
+    Column("window_from", TimestampNs, nullable=False),
+    Column("window_to", TimestampNs, nullable=False),
+    Column("trace_count", Count, nullable=False),
+    Column("note_count", Count, nullable=False),
+    Column("capped", Boolean, nullable=False),
+    PrimaryKeyConstraint("project", "snapshot_id"),
+    index("theme_snapshots", "project", "entity_kind", "entity_name", "cutoff_at"),
+)
+
+themes = Table(
+    "themes",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("snapshot_id", Text, nullable=False),
+    Column("aspect", Text, nullable=False),
+    Column("theme_id", Text, nullable=False),
+    Column("entity_kind", Text, nullable=False),
+    Column("entity_name", Text, nullable=False),
+    Column("label", Text, nullable=False),
+    Column("label_note_id", Text, nullable=False),
+    Column("label_trace_id", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("note_count", Count, nullable=False),
+    Column("trace_count", Count, nullable=False),
+    Column("coverage", Double, nullable=False),
+    PrimaryKeyConstraint("project", "snapshot_id", "aspect", "theme_id"),
+    # A theme's history: the same theme id across snapshots.
+    index("themes", "project", "theme_id"),
+)
+
+facet_values = Table(
+    "facet_values",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("facet", Text, nullable=False),
+    # The label key for metric_label_value; '' for every other facet (a key column cannot be NULL).
+    Column("key", Text, nullable=False),
+    Column("value", Text, nullable=False),
+    Column("last_seen", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("project", "facet", "key", "value"),
+)

@@ -1,0 +1,1 @@
+"""Support for tests and benchmarks that run real mcpd processes."""

@@ -1,0 +1,49 @@
+"""Fixtures for end-to-end tests: real `mcpd` processes, real clients."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
+
+POSTGRES_URL = os.environ.get("MCPD_TEST_POSTGRES_URL")
+BACKENDS = ["sqlite", "postgres", "clickhouse"]
+
+
+@pytest.fixture
+def postgres_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for one test, dropped afterwards; its URL."""
+    if not POSTGRES_URL:
+        pytest.skip("MCPD_TEST_POSTGRES_URL is not set: PostgreSQL end-to-end tests skipped")
+    admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    name = f"mcpd_e2e_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as connection:
+        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def storage_env(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, str]:
+    """MCPD_* variables that put a daemon's trace store on `backend`."""
+    match backend:
+        case "sqlite":
+            return {"MCPD_STORAGE_BACKEND": "sqlite"}
+        case "postgres":
+            url = request.getfixturevalue("postgres_database")
+            return {"MCPD_STORAGE_BACKEND": "postgres", "MCPD_STORAGE_POSTGRES_URL": url}
+        case "clickhouse":
+            # The real ClickHouse engine, in process, through chdb.
+            return {
+                "MCPD_STORAGE_BACKEND": "clickhouse",
+                "MCPD_STORAGE_CLICKHOUSE_URL": f"chdb://{tmp_path / 'clickhouse'}",
+            }
+    raise ValueError(backend)

@@ -1,0 +1,267 @@
+"""load_settings and render_settings: layering, names, errors that point at the cause."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from mcpd.runtime.config import (
+    GrpcSettings,
+    LogFormat,
+    Settings,
+    StorageBackend,
+    env_var,
+    load_settings,
+    render_settings,
+)
+from mcpd.runtime.errors import InvalidArgument, NotFound
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+def _env(home: Path, **variables: str) -> dict[str, str]:
+    return {"HOME": str(home), **variables}
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_defaults(home: Path) -> None:
+    settings = load_settings(env=_env(home))
+    assert settings.data_dir == home / ".local/share/mcpd"
+    assert (settings.http_addr, settings.grpc_addr, settings.otlp_grpc_addr) == (
+        "127.0.0.1:8080",
+        "127.0.0.1:50051",
+        "127.0.0.1:4317",
+    )
+    assert settings.log_level == "info"
+    assert settings.log_format is LogFormat.JSON
+    assert settings.storage.backend is StorageBackend.SQLITE
+    assert settings.storage.postgres_url is None
+    assert settings.grpc == GrpcSettings(
+        max_message_bytes=64 * 1024 * 1024,
+        keepalive_time_ms=30_000,
+        keepalive_timeout_ms=10_000,
+        shutdown_grace_s=5.0,
+    )
+    assert settings.gateway.default_deadline_s == 30.0
+
+
+def test_precedence_is_argument_then_env_then_file_then_default(home: Path, tmp_path: Path) -> None:
+    config = _write(tmp_path / "mcpd.toml", 'http_addr = "file:1"\n[grpc]\nshutdown_grace_s = 1\n')
+    env = _env(home, MCPD_HTTP_ADDR="env:2", MCPD_GRPC_SHUTDOWN_GRACE_S="2.5")
+    overrides = {"http_addr": "arg:3", "grpc.shutdown_grace_s": 3.0}
+
+    def effective(**kwargs: object) -> tuple[str, float]:
+        settings = load_settings(config_path=config, **kwargs)  # type: ignore[arg-type]
+        return settings.http_addr, settings.grpc.shutdown_grace_s
+
+    assert effective(env=env, overrides=overrides) == ("arg:3", 3.0)
+    assert effective(env=env) == ("env:2", 2.5)
+    assert effective(env=_env(home)) == ("file:1", 1.0)
+    assert load_settings(env=_env(home)).http_addr == "127.0.0.1:8080"
+
+
+def test_env_names_for_top_level_and_section_keys(home: Path) -> None:
+    settings = load_settings(
+        env=_env(
+            home,
+            MCPD_HTTP_ADDR="0.0.0.0:9000",
+            MCPD_STORAGE_BACKEND="postgres",
+            MCPD_STORAGE_POSTGRES_URL="postgresql://mcpd:pw@db:5432/mcpd",
+            MCPD_GRPC_MAX_MESSAGE_BYTES="1048576",
+            MCPD_GATEWAY_DEFAULT_DEADLINE_S="12.5",
+            MCPD_LOG_FORMAT="TEXT",
+            MCPD_DATA_DIR=str(home / "data"),
+        )
+    )
+    assert settings.http_addr == "0.0.0.0:9000"
+    assert settings.storage.backend is StorageBackend.POSTGRES
+    assert settings.storage.postgres_url == "postgresql://mcpd:pw@db:5432/mcpd"
+    assert settings.grpc.max_message_bytes == 1_048_576
+    assert settings.gateway.default_deadline_s == 12.5
+    assert settings.log_format is LogFormat.TEXT
+    assert settings.data_dir == home / "data"
+    assert env_var("storage.postgres_url") == "MCPD_STORAGE_POSTGRES_URL"
+
+
+def test_peer_addresses_default_to_the_effective_grpc_address(home: Path) -> None:
+    settings = load_settings(env=_env(home, MCPD_GRPC_ADDR="10.0.0.5:7000"))
+    peers = {
+        settings.ingest_addr,
+        settings.query_addr,
+        settings.orchestrator_addr,
+        settings.evaluation_addr,
+        settings.intelligence_addr,
+    }
+    assert peers == {"10.0.0.5:7000"}
+
+    settings = load_settings(
+        env=_env(home, MCPD_GRPC_ADDR="10.0.0.5:7000", MCPD_QUERY_ADDR="query.mcpd.svc:50051")
+    )
+    assert settings.query_addr == "query.mcpd.svc:50051"
+    assert settings.ingest_addr == "10.0.0.5:7000"
+
+
+def test_constructed_settings_fill_peer_addresses_too(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, grpc_addr="127.0.0.1:1", query_addr="q:2")
+    assert (settings.ingest_addr, settings.query_addr) == ("127.0.0.1:1", "q:2")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.http_addr = "x:1"  # type: ignore[misc]
+
+
+def test_default_file_lives_in_the_data_dir_and_may_be_missing(home: Path, tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    assert load_settings(env=_env(home, MCPD_DATA_DIR=str(data_dir))).log_level == "info"
+    _write(data_dir / "mcpd.toml", 'log_level = "debug"\n')
+    assert load_settings(env=_env(home, MCPD_DATA_DIR=str(data_dir))).log_level == "debug"
+
+
+def test_mcpd_config_names_the_file(home: Path, tmp_path: Path) -> None:
+    config = _write(
+        tmp_path / "elsewhere.toml",
+        "[storage]\nbackend = 'clickhouse'\nclickhouse_url = 'chdb:///var/lib/mcpd/ch'\n",
+    )
+    settings = load_settings(env=_env(home, MCPD_CONFIG=str(config)))
+    assert settings.storage.backend is StorageBackend.CLICKHOUSE
+    assert settings.storage.clickhouse_url == "chdb:///var/lib/mcpd/ch"
+
+
+@pytest.mark.parametrize("how", ["argument", "env"])
+def test_a_missing_named_file_is_an_error(home: Path, tmp_path: Path, how: str) -> None:
+    missing = tmp_path / "nope.toml"
+    config_path, env = (
+        (missing, _env(home)) if how == "argument" else (None, _env(home, MCPD_CONFIG=str(missing)))
+    )
+    with pytest.raises(NotFound, match=r"nope\.toml"):
+        load_settings(config_path=config_path, env=env)
+
+
+def test_unknown_file_keys_are_refused_by_name(home: Path, tmp_path: Path) -> None:
+    config = _write(tmp_path / "mcpd.toml", 'htp_addr = "127.0.0.1:1"\n')
+    with pytest.raises(InvalidArgument, match="'htp_addr'") as caught:
+        load_settings(config_path=config, env=_env(home))
+    assert caught.value.field == "htp_addr"
+    assert caught.value.reason == "UNKNOWN_CONFIG_KEY"
+
+    _write(config, "[storage]\nbakend = 'sqlite'\n")
+    with pytest.raises(InvalidArgument, match=r"'storage\.bakend'"):
+        load_settings(config_path=config, env=_env(home))
+
+
+def test_unknown_override_keys_are_refused_but_unknown_env_vars_are_not(home: Path) -> None:
+    with pytest.raises(InvalidArgument, match=r"'grpc\.max_msg'"):
+        load_settings(env=_env(home), overrides={"grpc": {"max_msg": 1}})
+    settings = load_settings(env=_env(home, MCPD_TEST_POSTGRES_URL="postgresql://x@y/z"))
+    assert settings.storage.postgres_url is None
+
+
+def test_wrong_type_in_env_names_the_variable_and_key(home: Path) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        load_settings(env=_env(home, MCPD_GRPC_MAX_MESSAGE_BYTES="lots"))
+    message = caught.value.message
+    assert "MCPD_GRPC_MAX_MESSAGE_BYTES" in message
+    assert "grpc.max_message_bytes" in message
+    assert "'lots'" in message
+    assert caught.value.field == "grpc.max_message_bytes"
+
+
+def test_wrong_type_in_file_names_the_file_and_key(home: Path, tmp_path: Path) -> None:
+    config = _write(tmp_path / "mcpd.toml", "[grpc]\nkeepalive_time_ms = true\n")
+    with pytest.raises(InvalidArgument) as caught:
+        load_settings(config_path=config, env=_env(home))
+    assert "grpc.keepalive_time_ms" in caught.value.message
+    assert str(config) in caught.value.message
+
+
+def test_enums_accept_only_their_values(home: Path) -> None:
+    with pytest.raises(InvalidArgument, match="MCPD_STORAGE_BACKEND"):
+        load_settings(env=_env(home, MCPD_STORAGE_BACKEND="mysql"))
+
+
+@pytest.mark.parametrize(
+    "address", ["localhost", "http://localhost:8080", "host:port", "::1:80", "h:70000", ""]
+)
+def test_addresses_must_be_host_port(home: Path, address: str) -> None:
+    with pytest.raises(InvalidArgument, match="MCPD_HTTP_ADDR"):
+        load_settings(env=_env(home, MCPD_HTTP_ADDR=address))
+
+
+@pytest.mark.parametrize("address", ["[::1]:80", "0.0.0.0:0", "mcpd-query.ns.svc:50051"])
+def test_valid_addresses(home: Path, address: str) -> None:
+    assert load_settings(env=_env(home, MCPD_OTLP_GRPC_ADDR=address)).otlp_grpc_addr == address
+
+
+def test_a_backend_needs_its_url_and_urls_need_the_right_scheme(home: Path) -> None:
+    with pytest.raises(InvalidArgument, match=r"storage\.postgres_url") as caught:
+        load_settings(env=_env(home, MCPD_STORAGE_BACKEND="postgres"))
+    assert "MCPD_STORAGE_BACKEND" in caught.value.message
+    with pytest.raises(InvalidArgument, match=r"storage\.clickhouse_url") as caught:
+        load_settings(env=_env(home, MCPD_STORAGE_CLICKHOUSE_URL="mysql://u:hunter2@h/db"))
+    assert "hunter2" not in caught.value.message
+
+
+def test_empty_env_value_unsets_an_optional_key(home: Path, tmp_path: Path) -> None:
+    config = _write(tmp_path / "mcpd.toml", "[storage]\npostgres_url = 'postgresql://h/db'\n")
+    settings = load_settings(config_path=config, env=_env(home, MCPD_STORAGE_POSTGRES_URL=""))
+    assert settings.storage.postgres_url is None
+
+
+def test_paths_expand_home_and_file_paths_are_relative_to_the_file(
+    home: Path, tmp_path: Path
+) -> None:
+    assert load_settings(env=_env(home, MCPD_DATA_DIR="~/d")).data_dir == home / "d"
+    config = _write(tmp_path / "conf" / "mcpd.toml", 'data_dir = "state"\n')
+    assert load_settings(config_path=config, env=_env(home)).data_dir == tmp_path / "conf/state"
+
+
+def test_nested_and_string_overrides(home: Path) -> None:
+    settings = load_settings(
+        env=_env(home),
+        overrides={"storage": {"backend": "sqlite"}, "grpc.keepalive_time_ms": "5000"},
+    )
+    assert settings.grpc.keepalive_time_ms == 5000
+    with pytest.raises(InvalidArgument, match="override"):
+        load_settings(env=_env(home), overrides={"grpc.keepalive_time_ms": 1.5})
+
+
+def test_render_masks_passwords(home: Path) -> None:
+    settings = load_settings(
+        env=_env(
+            home,
+            MCPD_STORAGE_POSTGRES_URL="postgresql://mcpd:s3cr3t@db:5432/mcpd?sslmode=require",
+            MCPD_STORAGE_CLICKHOUSE_URL="https://default:hunter2@ch.example:8443/mcpd",
+        )
+    )
+    text = render_settings(settings)
+    assert "s3cr3t" not in text
+    assert "hunter2" not in text
+    document = tomllib.loads(text)
+    assert (
+        document["storage"]["postgres_url"] == "postgresql://mcpd:***@db:5432/mcpd?sslmode=require"
+    )
+    assert document["storage"]["clickhouse_url"] == "https://default:***@ch.example:8443/mcpd"
+
+
+def test_rendered_settings_load_back_to_the_same_settings(home: Path, tmp_path: Path) -> None:
+    settings = load_settings(
+        env=_env(
+            home,
+            MCPD_QUERY_ADDR="query:1",
+            MCPD_GRPC_SHUTDOWN_GRACE_S="0.25",
+            MCPD_DATA_DIR=str(tmp_path / 'da"ta\\dir'),
+        )
+    )
+    config = _write(tmp_path / "rendered.toml", render_settings(settings))
+    assert load_settings(config_path=config, env=_env(home)) == settings

@@ -1,0 +1,199 @@
+"""Migrations on every backend: what they create, that a second run does nothing, and that
+the migrated schema is exactly the MetaData the code declares."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, text
+
+from mcpd.runtime.errors import FailedPrecondition
+from mcpd.storage.clickhouse.migrate import READ_APPLIED
+from mcpd.storage.sql.migrate import schema_diff
+from mcpd.storage.sql.schema import METADATA, StoreName
+from mcpd.storage.sql.stores import SqlControlStore, SqlRunStore, SqlTraceStore
+from tests.libs.storage.helpers import DDL, WRITE, OpenedStore, open_store, sql_engine
+
+TRACE_TABLES = {
+    "spans",
+    "traces",
+    "logs",
+    "metrics",
+    "scores",
+    "feedback",
+    "aspect_notes",
+    "theme_snapshots",
+    "themes",
+    "facet_values",
+}
+RUN_TABLES = {
+    "definitions",
+    "runs",
+    "step_attempts",
+    "run_events",
+    "timers",
+    "waits",
+    "parked_events",
+    "idempotency_keys",
+}
+CONTROL_TABLES = {
+    "projects",
+    "accounts",
+    "api_keys",
+    "account_sessions",
+    "audit_log",
+    "price_book",
+}
+EXPECTED_TABLES = {"trace": TRACE_TABLES, "run": RUN_TABLES, "control": CONTROL_TABLES}
+
+
+def test_trace_store_migrate_creates_every_table(trace_store: OpenedStore) -> None:
+    assert trace_store.table_names() & TRACE_TABLES == set()
+
+    applied = trace_store.store.migrate()
+
+    assert applied == ["0001_initial"]
+    version_table = "schema_migrations" if trace_store.backend == "clickhouse" else None
+    assert trace_store.table_names() == TRACE_TABLES | {
+        version_table or StoreName.TRACE.version_table
+    }
+
+
+def test_trace_store_second_migrate_issues_no_ddl(trace_store: OpenedStore) -> None:
+    trace_store.store.migrate()
+    trace_store.statements.clear()
+
+    assert trace_store.store.migrate() == []
+
+    if trace_store.backend == "clickhouse":
+        # Exactly one statement: the read of schema_migrations.
+        assert trace_store.statements == [READ_APPLIED]
+    else:
+        _assert_only_reads(trace_store.statements, StoreName.TRACE)
+
+
+@pytest.mark.parametrize("kind", ["run", "control"])
+def test_run_and_control_migrate_once(
+    backend: str, backend_url: str | None, kind: str, tmp_path: Path
+) -> None:
+    opened = open_store(kind, backend, tmp_path, backend_url)
+    try:
+        assert opened.store.migrate() == ["0001_initial"]
+        store = StoreName(kind)
+        assert opened.table_names() == EXPECTED_TABLES[kind] | {store.version_table}
+
+        opened.statements.clear()
+        assert opened.store.migrate() == []
+        _assert_only_reads(opened.statements, store)
+    finally:
+        opened.store.close()
+
+
+def test_three_stores_share_one_database(
+    backend: str, backend_url: str | None, tmp_path: Path
+) -> None:
+    # Distinct version tables let the three stores live in one PostgreSQL database (or, here
+    # on SQLite too, one file) without reading each other's revisions.
+    engine = sql_engine("shared", backend, tmp_path, backend_url)
+    try:
+        for store_class in (SqlTraceStore, SqlRunStore, SqlControlStore):
+            assert store_class(engine).migrate() == ["0001_initial"]
+        for store_class in (SqlTraceStore, SqlRunStore, SqlControlStore):
+            assert store_class(engine).migrate() == []
+        names = set(inspect(engine).get_table_names())
+        assert names == TRACE_TABLES | RUN_TABLES | CONTROL_TABLES | {
+            store.version_table for store in StoreName
+        }
+        with engine.connect() as conn:
+            for store in StoreName:
+                assert schema_diff(conn, store) == []
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("kind", ["trace", "run", "control"])
+def test_migrated_schema_matches_metadata(
+    backend: str, backend_url: str | None, kind: str, tmp_path: Path
+) -> None:
+    opened = open_store(kind, backend, tmp_path, backend_url)
+    try:
+        opened.store.migrate()
+        assert opened.engine is not None
+        with opened.engine.connect() as conn:
+            assert schema_diff(conn, StoreName(kind)) == []
+    finally:
+        opened.store.close()
+
+
+def test_schema_diff_sees_drift(backend: str, backend_url: str | None, tmp_path: Path) -> None:
+    # The comparison above is only worth something if it can fail.
+    opened = open_store("trace", backend, tmp_path, backend_url)
+    try:
+        opened.store.migrate()
+        assert opened.engine is not None
+        with opened.engine.begin() as conn:
+            conn.execute(text("ALTER TABLE spans ADD COLUMN surprise TEXT"))
+            conn.execute(text("DROP INDEX ix_logs_project_level_timestamp"))
+        with opened.engine.connect() as conn:
+            diff = schema_diff(conn, StoreName.TRACE)
+        kinds = {entry[0] if isinstance(entry, tuple) else entry[0][0] for entry in diff}
+        assert kinds == {"remove_column", "add_index"}
+    finally:
+        opened.store.close()
+
+
+def test_every_metadata_table_is_created_by_its_migration() -> None:
+    for store, tables in EXPECTED_TABLES.items():
+        assert set(METADATA[StoreName(store)].tables) == tables
+
+
+def test_unknown_revision_is_refused(backend: str, backend_url: str | None, tmp_path: Path) -> None:
+    opened = open_store("trace", backend, tmp_path, backend_url)
+    try:
+        opened.store.migrate()
+        assert opened.engine is not None
+        with opened.engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version_trace SET version_num = '9999_future'"))
+        with pytest.raises(FailedPrecondition) as raised:
+            opened.store.migrate()
+        assert raised.value.reason == "SCHEMA_TOO_NEW"
+    finally:
+        opened.store.close()
+
+
+def test_concurrent_migrators_apply_once(
+    backend: str, backend_url: str | None, tmp_path: Path
+) -> None:
+    # Two processes starting at once: the write lock (BEGIN IMMEDIATE, or the advisory lock on
+    # PostgreSQL) lets one apply the migration; the other finds nothing left to do.
+    stores = [open_store("run", backend, tmp_path, backend_url) for _ in range(2)]
+    barrier = threading.Barrier(2)
+    results: list[list[str]] = []
+    errors: list[Exception] = []
+
+    def run(opened: OpenedStore) -> None:
+        barrier.wait()
+        try:
+            results.append(opened.store.migrate())
+        except Exception as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(opened,)) for opened in stores]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert errors == []
+        assert sorted(results) == [[], ["0001_initial"]]
+    finally:
+        for opened in stores:
+            opened.store.close()
+
+
+def _assert_only_reads(statements: list[str], store: StoreName) -> None:
+    assert statements, "the version table was not even read"
+    assert [s for s in statements if DDL.match(s) or WRITE.match(s)] == []
+    assert any(store.version_table in s for s in statements)
