@@ -182,8 +182,8 @@ def load_settings(
     merged: dict[str, object] = {}
     sources: dict[str, str] = {}
     for key, raw in layer_file.items():
-        merged[key] = values.from_file(raw, KEYS[key], key, f"{path}", home, path.parent)
-        sources[key] = f"{key} in {path}"
+        merged[key] = values.from_file(raw, KEYS[key], key, str(path), home, path.parent)
+        sources[key] = str(path)
     for key, (name, text) in layer_env.items():
         merged[key] = values.from_text(text, KEYS[key], key, name, home)
         sources[key] = name

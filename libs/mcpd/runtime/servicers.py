@@ -1,9 +1,9 @@
 """Helpers shared by every service's servicers: registration and not-yet-landed RPCs.
 
 The API surface is complete from day one: every RPC exists and answers UNIMPLEMENTED (REST 501)
-until its issue implements it. The generated base servicers do answer UNIMPLEMENTED, but through
-synchronous methods that grpc.aio cannot run, so `pending_rpcs` fills every method a servicer class
-does not override with an async one that raises `Unimplemented` naming the RPC.
+until its issue implements it. The generated base servicers answer UNIMPLEMENTED with no word of
+why; `pending_rpcs` fills every method a servicer class does not override with one that raises
+`Unimplemented` naming the RPC and what brings it, so a 501 reads as "not yet", not as a bug.
 """
 
 from __future__ import annotations

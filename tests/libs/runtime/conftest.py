@@ -27,7 +27,8 @@ STREAM_SERVICE = "mcpd.test.v1.Streams"
 class FakeQueryServicer(query_service_pb2_grpc.QueryServiceServicer):
     """GetCapabilities misbehaves on request, chosen by `project`; GetHealth blocks until told.
 
-    Every other RPC is the generated base's, which raises NotImplementedError.
+    Every other RPC is the generated base's (a plain function raising NotImplementedError),
+    which the tests rely on for UNIMPLEMENTED.
     """
 
     def __init__(self) -> None:
@@ -130,9 +131,7 @@ def registrations(servicer: FakeQueryServicer) -> list[ServiceRegistration]:
 @pytest.fixture
 async def running() -> AsyncIterator[Running]:
     settings = GrpcSettings(shutdown_grace_s=0.0)
-    # The generated stub types mark every RPC abstract; at runtime the base class answers them,
-    # and the tests rely on exactly that for UNIMPLEMENTED.
-    servicer = FakeQueryServicer()  # type: ignore[abstract]
+    servicer = FakeQueryServicer()
     async with GrpcServer("127.0.0.1:0", registrations(servicer), settings) as server:
         channel = open_channel(f"127.0.0.1:{server.port}", settings)
         try:

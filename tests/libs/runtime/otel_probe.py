@@ -55,7 +55,7 @@ def _span(span: ReadableSpan) -> dict[str, Any]:
 
 async def _call(exporter: InMemorySpanExporter) -> None:
     settings = GrpcSettings(shutdown_grace_s=0)
-    servicer = _Servicer()  # type: ignore[abstract]
+    servicer = _Servicer()
     registration = ServiceRegistration(
         "mcpd.query.v1.QueryService",
         functools.partial(query_service_pb2_grpc.add_QueryServiceServicer_to_server, servicer),

@@ -172,7 +172,7 @@ class _RefuseEverything(grpc.aio.ServerInterceptor):
 
 async def test_errors_raised_by_later_interceptors_are_mapped() -> None:
     settings = GrpcSettings(shutdown_grace_s=0)
-    servicer = FakeQueryServicer()  # type: ignore[abstract]
+    servicer = FakeQueryServicer()
     async with (
         GrpcServer(
             "127.0.0.1:0", registrations(servicer), settings, interceptors=[_RefuseEverything()]

@@ -130,7 +130,7 @@ async def test_set_serving_changes_what_check_answers(running: Running) -> None:
 
 
 async def test_a_busy_port_is_an_error_not_a_shared_port(running: Running) -> None:
-    servicer = FakeQueryServicer()  # type: ignore[abstract]
+    servicer = FakeQueryServicer()
     with pytest.raises(OSError, match="cannot listen"):
         async with GrpcServer(running.address, registrations(servicer), running.settings):
             pass
@@ -138,7 +138,7 @@ async def test_a_busy_port_is_an_error_not_a_shared_port(running: Running) -> No
 
 async def test_messages_above_the_configured_size_are_refused() -> None:
     settings = GrpcSettings(max_message_bytes=1024, shutdown_grace_s=0)
-    servicer = FakeQueryServicer()  # type: ignore[abstract]
+    servicer = FakeQueryServicer()
     async with (
         GrpcServer("127.0.0.1:0", registrations(servicer), settings) as server,
         # A channel without our limits, so the server's limit is the one that answers.
