@@ -17,8 +17,9 @@ $(STAMP): requirements.lock pyproject.toml
 
 install: $(STAMP)
 
+# Readable logs for a person at a terminal; deployments keep the JSON default.
 run: install
-	@$(BIN)/mcpd serve
+	@MCPD_LOG_FORMAT=$${MCPD_LOG_FORMAT:-text} $(BIN)/mcpd serve
 
 test: install
 	@$(BIN)/pytest

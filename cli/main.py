@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -62,6 +63,8 @@ def _serve(settings: Settings, roles: list[str]) -> int:
     from cli.serve import serve  # imported here so `mcpd version` stays fast
 
     configure_logging(settings.log_level, settings.log_format)
+    # Alembic narrates every connection at info; what it applied is enough.
+    logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
     # The OpenTelemetry SDK's standard variable; read here, at the edge, and nowhere else.
     shutdown_telemetry = configure_telemetry(
         f"mcpd-{roles[0] if len(roles) == 1 else 'all'}",
