@@ -52,4 +52,4 @@ bench: install
 	$(BIN)/python -m bench
 
 deploy-check: install
-	$(BIN)/python scripts/check_deploy.py
+	$(BIN)/python -m scripts.deploy_checks

