@@ -22,7 +22,8 @@ from mcpd.runtime.logging import redact_url
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Kind:
-    """The type a setting holds: `base` is Path, str, int, float or a StrEnum; maybe optional."""
+    """The type a setting holds: `base` is Path, str, bool, int, float or a StrEnum; maybe
+    optional."""
 
     base: type
     optional: bool = False
@@ -32,9 +33,13 @@ class Kind:
         if issubclass(self.base, StrEnum):
             text = "one of " + ", ".join(repr(m.value) for m in self.base)
         else:
-            text = {Path: "a path", str: "a string", int: "an integer", float: "a number"}[
-                self.base
-            ]
+            text = {
+                Path: "a path",
+                str: "a string",
+                bool: "true or false",
+                int: "an integer",
+                float: "a number",
+            }[self.base]
         return text + (" (or empty)" if self.optional else "")
 
 
@@ -51,7 +56,7 @@ def kind_of(annotation: Any) -> Kind:
         if len(others) != 1:
             raise TypeError(f"unsupported setting type {annotation!r}")
         return Kind(kind_of(others[0]).base, optional=True)
-    if annotation in (Path, str, int, float) or (
+    if annotation in (Path, str, bool, int, float) or (
         isinstance(annotation, type) and issubclass(annotation, StrEnum)
     ):
         return Kind(annotation)
@@ -105,6 +110,9 @@ def from_file(value: object, kind: Kind, key: str, source: str, home: Path, base
     elif base_type is str:
         if isinstance(value, str):
             return value if value or not kind.optional else None
+    elif base_type is bool:
+        if isinstance(value, bool):
+            return value
     elif base_type is int:
         # bool is an int subclass; `true` is never a sensible byte count.
         if isinstance(value, int) and not isinstance(value, bool):
@@ -112,6 +120,9 @@ def from_file(value: object, kind: Kind, key: str, source: str, home: Path, base
     elif base_type is float and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     raise _wrong(value, kind, key, source)
+
+
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
 def from_text(text: str, kind: Kind, key: str, source: str, home: Path) -> object:
@@ -125,6 +136,11 @@ def from_text(text: str, kind: Kind, key: str, source: str, home: Path) -> objec
         return expand(Path(text), home, Path.cwd())
     if base_type is str:
         return text
+    if base_type is bool:
+        flag = _BOOLEANS.get(text.strip().lower())
+        if flag is None:
+            raise _wrong(text, kind, key, source)
+        return flag
     try:
         return int(text.strip()) if base_type is int else float(text.strip())
     except ValueError:

@@ -88,6 +88,24 @@ class GatewaySettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SecuritySettings:
+    """`[security]`: who may call mcpd.
+
+    `keys_file` is a TOML file of keys the operator declares (`[[keys]]` with `scope`, `project`
+    or `projects`, and `secret` or `digest`); kept apart from this file so it can be mounted from
+    a secret store. `signup` opens POST /v1/api/account/signup to anyone. `local_project` is the
+    project of unauthenticated requests in local mode (loopback, no keys, no accounts).
+    """
+
+    signup: bool = False
+    keys_file: Path | None = None
+    session_ttl_hours: int = 720
+    local_project: str = "default"
+    login_max_failures: int = 5
+    login_window_s: float = 900.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     """The effective configuration of one mcpd process.
 
@@ -110,6 +128,7 @@ class Settings:
     storage: StorageSettings = dataclasses.field(default_factory=StorageSettings)
     grpc: GrpcSettings = dataclasses.field(default_factory=GrpcSettings)
     gateway: GatewaySettings = dataclasses.field(default_factory=GatewaySettings)
+    security: SecuritySettings = dataclasses.field(default_factory=SecuritySettings)
 
     def __post_init__(self) -> None:
         for name in PEER_ADDRESS_KEYS:
@@ -130,6 +149,7 @@ _SECTIONS: Mapping[str, type] = {
     "storage": StorageSettings,
     "grpc": GrpcSettings,
     "gateway": GatewaySettings,
+    "security": SecuritySettings,
 }
 
 
@@ -289,6 +309,14 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
         raise fail("grpc.shutdown_grace_s", "must be a finite number of seconds, 0 or more")
     if not (math.isfinite(gateway.default_deadline_s) and gateway.default_deadline_s > 0):
         raise fail("gateway.default_deadline_s", "must be a finite positive number of seconds")
+    security = settings.security
+    for name in ("session_ttl_hours", "login_max_failures"):
+        if getattr(security, name) <= 0:
+            raise fail(f"security.{name}", "must be positive")
+    if not (math.isfinite(security.login_window_s) and security.login_window_s > 0):
+        raise fail("security.login_window_s", "must be a finite positive number of seconds")
+    if not security.local_project.strip():
+        raise fail("security.local_project", "must not be empty")
     for name, url, schemes in (
         ("postgres_url", storage.postgres_url, _POSTGRES_SCHEMES),
         ("clickhouse_url", storage.clickhouse_url, _CLICKHOUSE_SCHEMES),

@@ -12,9 +12,12 @@ threads at once (connections come from a pool, one per call).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from mcpd.model.v1 import account_pb2, query_pb2
+from mcpd.storage.records import AuditPage, StoredAccount, StoredKey, StoredSession
 
 
 @runtime_checkable
@@ -83,6 +86,61 @@ class ControlStore(Protocol):
 
     def pending_migrations(self) -> list[str]:
         """Migrations not yet applied, oldest first; changes nothing."""
+        ...
+
+    def create_account(self, account: StoredAccount, project_name: str) -> None:
+        """Store a new account and create its project, in one transaction.
+
+        Raises AlreadyExists (field `email`) when the email is taken.
+        """
+        ...
+
+    def find_account(self, email: str) -> StoredAccount | None:
+        """The account with this normalised email, or None."""
+        ...
+
+    def create_session(self, session: StoredSession) -> None:
+        """Store a session (its token's digest, never the token)."""
+        ...
+
+    def find_session(self, token_digest: str) -> StoredSession | None:
+        """The session whose token has this SHA-256 digest, expired or not, or None."""
+        ...
+
+    def delete_expired_sessions(self, now: datetime) -> int:
+        """Remove sessions that expired before `now`; return how many."""
+        ...
+
+    def create_key(self, key: StoredKey) -> None:
+        """Store an API key (its digest, never the secret)."""
+        ...
+
+    def find_key(self, digest: str) -> StoredKey | None:
+        """The key whose secret has this SHA-256 digest, revoked or not, or None."""
+        ...
+
+    def list_keys(self, account_email: str) -> list[StoredKey]:
+        """The account's keys that are not revoked, newest first."""
+        ...
+
+    def revoke_key(self, account_email: str, key_id: str, now: datetime) -> StoredKey:
+        """Revoke one of the account's keys; NotFound (field `id`) when it has no such key."""
+        ...
+
+    def has_credentials(self) -> bool:
+        """Whether any account or unrevoked key exists (local mode ends when one does)."""
+        ...
+
+    def append_audit(self, events: Sequence[account_pb2.AuditEvent]) -> None:
+        """Append audit events in one transaction. Nothing ever deletes them."""
+        ...
+
+    def list_audit(self, project: str, *, cursor: str | None, limit: int) -> AuditPage:
+        """A project's audit events, newest first, `limit` per page.
+
+        `cursor` is the opaque `next_cursor` of the previous page; a malformed one raises
+        InvalidArgument (field `cursor`).
+        """
         ...
 
     def ensure_project(self, project_id: str, name: str) -> None:

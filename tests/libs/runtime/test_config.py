@@ -265,3 +265,22 @@ def test_rendered_settings_load_back_to_the_same_settings(home: Path, tmp_path: 
     )
     config = _write(tmp_path / "rendered.toml", render_settings(settings))
     assert load_settings(config_path=config, env=_env(home)) == settings
+
+
+def test_security_settings_parse_booleans_from_file_and_environment(tmp_path: Path) -> None:
+    config = tmp_path / "mcpd.toml"
+    config.write_text('[security]\nsignup = true\nlocal_project = "lab"\n')
+    from_file = load_settings(config_path=config, env={"HOME": str(tmp_path)})
+    assert from_file.security.signup is True
+    assert from_file.security.local_project == "lab"
+    from_env = load_settings(
+        config_path=config, env={"HOME": str(tmp_path), "MCPD_SECURITY_SIGNUP": "false"}
+    )
+    assert from_env.security.signup is False
+    with pytest.raises(InvalidArgument) as info:
+        load_settings(env={"HOME": str(tmp_path), "MCPD_SECURITY_SIGNUP": "maybe"})
+    assert info.value.field == "security.signup"
+    assert "MCPD_SECURITY_SIGNUP" in info.value.message
+    config.write_text("[security]\nsignup = 1\n")
+    with pytest.raises(InvalidArgument, match="true or false"):
+        load_settings(config_path=config, env={"HOME": str(tmp_path)})

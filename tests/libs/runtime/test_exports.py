@@ -23,6 +23,7 @@ EXPECTED = [
     "PermissionDenied",
     "ResourceExhausted",
     "RpcFailure",
+    "SecuritySettings",
     "ServiceRegistration",
     "Settings",
     "StorageBackend",
