@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 
 import grpc
 
@@ -12,6 +13,7 @@ import services.ingest
 import services.intelligence
 import services.orchestrator
 import services.query
+from mcpd.auth.throttle import LoginThrottle
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.config import Settings
 from mcpd.runtime.server import ServiceRegistration
@@ -34,7 +36,8 @@ SERVICE_ROLES = {
     "mcpd.intelligence.v1.IntelligenceService": "intelligence",
 }
 
-STORAGE_ROLES = frozenset({"query"})
+# Every gRPC role authenticates callers against the control store, so every one opens storage.
+STORAGE_ROLES = frozenset(GRPC_ROLES)
 
 
 def peer_address(settings: Settings, role: str) -> str:
@@ -44,20 +47,36 @@ def peer_address(settings: Settings, role: str) -> str:
 
 
 def registrations(
-    roles: Sequence[str], stores: Stores | None, *, clock: Clock
+    roles: Sequence[str], stores: Stores, settings: Settings, *, clock: Clock
 ) -> list[ServiceRegistration]:
     """The gRPC services of `roles`, wired to their dependencies."""
     found: list[ServiceRegistration] = []
+    security = settings.security
     for role in roles:
         match role:
             case "ingest":
                 found += services.ingest.registrations()
             case "query":
-                assert stores is not None, "the query role needs storage"
                 found += services.query.registrations(
-                    stores.trace, storage=stores.trace.backend, clock=clock
+                    stores.trace,
+                    stores.control,
+                    storage=stores.trace.backend,
+                    signup=security.signup,
+                    clock=clock,
                 )
-                found += services.account.registrations()
+                throttle = LoginThrottle(
+                    clock,
+                    max_failures=security.login_max_failures,
+                    window_s=security.login_window_s,
+                )
+                accounts = services.account.Accounts(
+                    stores.control,
+                    clock,
+                    throttle,
+                    signup_enabled=security.signup,
+                    session_ttl=timedelta(hours=security.session_ttl_hours),
+                )
+                found += services.account.registrations(accounts)
             case "orchestrator":
                 found += services.orchestrator.registrations()
             case "evaluation":

@@ -13,6 +13,8 @@ import grpc
 
 from cli import roles as role_table
 from cli.http_server import HttpServer
+from cli.security import build_security
+from cli.security import describe as describe_security
 from gateway.app import create_app
 from mcpd.runtime.channels import open_channel
 from mcpd.runtime.clock import SystemClock
@@ -37,10 +39,23 @@ async def serve(settings: Settings, roles: Sequence[str]) -> None:
         stores = await _open_stores(stack, settings, roles)
         grpc_roles = [r for r in roles if r in role_table.GRPC_ROLES]
         grpc_address = None
+        banner: list[str] = []
         if grpc_roles:
-            registrations = role_table.registrations(grpc_roles, stores, clock=SystemClock())
+            assert stores is not None, "every gRPC role opens storage"
+            clock = SystemClock()
+            listening = [settings.grpc_addr]
+            if "gateway" in roles:
+                listening.append(settings.http_addr)
+            security = await build_security(settings.security, stores.control, clock, listening)
+            banner.append(describe_security(security, settings.security.local_project))
+            registrations = role_table.registrations(grpc_roles, stores, settings, clock=clock)
             server = await stack.enter_async_context(
-                GrpcServer(settings.grpc_addr, registrations, settings.grpc)
+                GrpcServer(
+                    settings.grpc_addr,
+                    registrations,
+                    settings.grpc,
+                    interceptors=[security.interceptor],
+                )
             )
             grpc_address = _local_address(settings.grpc_addr, server.port)
         http_address = None
@@ -49,7 +64,7 @@ async def serve(settings: Settings, roles: Sequence[str]) -> None:
             app = create_app(channel_for, default_deadline_s=settings.gateway.default_deadline_s)
             http = await stack.enter_async_context(HttpServer(app, settings.http_addr))
             http_address = _local_address(settings.http_addr, http.port)
-        _announce(roles, stores, grpc_address, http_address)
+        _announce(roles, stores, grpc_address, http_address, banner)
         await stop.wait()
         log.info("stopping", extra={"roles": list(roles)})
     log.info("stopped")
@@ -107,7 +122,11 @@ def _local_address(configured: str, port: int) -> str:
 
 
 def _announce(
-    roles: Sequence[str], stores: Stores | None, grpc_address: str | None, http: str | None
+    roles: Sequence[str],
+    stores: Stores | None,
+    grpc_address: str | None,
+    http: str | None,
+    extra: Sequence[str],
 ) -> None:
     lines = [f"mcpd {mcpd_version()} serving {', '.join(roles)}"]
     if stores is not None:
@@ -120,4 +139,5 @@ def _announce(
         ]
     if grpc_address is not None:
         lines.append(f"  gRPC       {grpc_address} (reflection on)")
+    lines += extra
     print("\n".join(lines), file=sys.stderr, flush=True)

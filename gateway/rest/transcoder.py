@@ -41,6 +41,8 @@ TIMEOUT_HEADER = "x-mcpd-timeout"
 FORWARDED_HEADERS = ("authorization", "traceparent", "tracestate")
 """Headers passed to the upstream as gRPC metadata: credentials and W3C trace context."""
 
+CLIENT_ADDRESS_METADATA = "x-forwarded-for"
+
 
 def _serialize(message: Message) -> bytes:
     return message.SerializeToString()
@@ -189,4 +191,8 @@ def _forwarded_metadata(request: Request) -> tuple[tuple[str, str], ...]:
                 f"{name}: header value must be printable ASCII", reason=errors.INVALID_HEADER
             )
         forwarded.append((name, value))
+    # The caller's address, for per-address login throttling. The gateway is the edge, so it
+    # states the address it sees and never relays an X-Forwarded-For the caller sent.
+    if request.client is not None:
+        forwarded.append((CLIENT_ADDRESS_METADATA, request.client.host))
     return tuple(forwarded)

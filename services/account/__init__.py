@@ -5,11 +5,12 @@ from __future__ import annotations
 from mcpd.account.v1.account_service_pb2_grpc import add_AccountServiceServicer_to_server
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
+from services.account.accounts import Accounts
 from services.account.servicer import AccountServicer
 
-__all__ = ["registrations"]
+__all__ = ["Accounts", "registrations"]
 
 
-def registrations() -> list[ServiceRegistration]:
+def registrations(accounts: Accounts) -> list[ServiceRegistration]:
     """The gRPC services this role serves."""
-    return [registration(AccountServicer(), add_AccountServiceServicer_to_server)]
+    return [registration(AccountServicer(accounts), add_AccountServiceServicer_to_server)]

@@ -7,14 +7,15 @@ from mcpd.runtime.clock import Clock
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
 from services.query.health import HealthReporter
-from services.query.servicer import CapabilitySource, QueryServicer
+from services.query.servicer import AuditLog, CapabilitySource, QueryServicer
 
 __all__ = ["registrations"]
 
 
 def registrations(
-    store: CapabilitySource, *, storage: str, clock: Clock
+    store: CapabilitySource, audit: AuditLog, *, storage: str, signup: bool, clock: Clock
 ) -> list[ServiceRegistration]:
     """The gRPC services this role serves."""
-    health = HealthReporter(storage=storage, clock=clock)
-    return [registration(QueryServicer(store, health), add_QueryServiceServicer_to_server)]
+    health = HealthReporter(storage=storage, clock=clock, signup=signup)
+    servicer = QueryServicer(store, audit, health)
+    return [registration(servicer, add_QueryServiceServicer_to_server)]

@@ -23,13 +23,14 @@ from mcpd.runtime.errors import InvalidArgument, Unavailable
 from mcpd.storage.clickhouse.executor import open_executor
 from mcpd.storage.clickhouse.store import ClickHouseTraceStore
 from mcpd.storage.interfaces import ControlStore, RunStore, TraceStore
+from mcpd.storage.sql.control_store import SqlControlStore
 from mcpd.storage.sql.engine import (
     Synchronous,
     create_postgres_engine,
     create_sqlite_engine,
     postgres_url,
 )
-from mcpd.storage.sql.stores import SqlControlStore, SqlRunStore, SqlTraceStore
+from mcpd.storage.sql.stores import SqlRunStore, SqlTraceStore
 
 BACKENDS = ("sqlite", "postgres", "clickhouse")
 BACKEND_SETTING = "storage.backend"

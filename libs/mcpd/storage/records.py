@@ -2,12 +2,13 @@
 
 Credentials are internal: the store holds digests and hashes only, and these records are what
 authentication reads. Spec entities (Project, AuditEvent, Account...) are built from them where a
-caller sees them.
+caller sees them. Hashes and digests are left out of the records' `repr`, so a record that lands
+in a log line or a traceback does not carry them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from mcpd.model.v1 import account_pb2
@@ -19,7 +20,7 @@ class StoredAccount:
 
     email: str
     project: str
-    password_hash: str
+    password_hash: str = field(repr=False)
     created_at: datetime
 
 
@@ -27,7 +28,7 @@ class StoredAccount:
 class StoredSession:
     """An account session, found by the SHA-256 digest of its token."""
 
-    token_digest: str
+    token_digest: str = field(repr=False)
     email: str
     project: str
     created_at: datetime
@@ -44,7 +45,7 @@ class StoredKey:
     scope: str
     name: str | None
     prefix: str
-    digest: str
+    digest: str = field(repr=False)
     created_at: datetime
     revoked_at: datetime | None = None
 

@@ -16,7 +16,9 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
-from tests.libs.storage.helpers import OpenedStore, open_store
+from mcpd.runtime.clock import ManualClock
+from mcpd.storage.sql.control_store import SqlControlStore
+from tests.libs.storage.helpers import T0, OpenedStore, open_store, sql_engine
 
 POSTGRES_ENV = "MCPD_TEST_POSTGRES_URL"
 POSTGRES_SKIP = f"{POSTGRES_ENV} is not set: PostgreSQL storage tests skipped"
@@ -72,3 +74,22 @@ def backend(request: pytest.FixtureRequest) -> str:
     """A SQL backend name: sqlite, and postgres when it is available."""
     name: str = request.param
     return name
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """Wall time starts at T0 and moves only when a test says so."""
+    return ManualClock(T0)
+
+
+@pytest.fixture
+def control_store(
+    backend: str, backend_url: str | None, tmp_path: Path, clock: ManualClock
+) -> Iterator[SqlControlStore]:
+    """A migrated control store on each SQL backend, stamping rows with `clock`."""
+    opened = SqlControlStore(sql_engine("control", backend, tmp_path, backend_url), clock=clock)
+    opened.migrate()
+    try:
+        yield opened
+    finally:
+        opened.close()

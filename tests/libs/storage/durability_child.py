@@ -14,9 +14,10 @@ from pathlib import Path
 
 from sqlalchemy import insert
 
+from mcpd.storage.sql.control_store import SqlControlStore
 from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
 from mcpd.storage.sql.schema import trace
-from mcpd.storage.sql.stores import SqlControlStore, SqlTraceStore
+from mcpd.storage.sql.stores import SqlTraceStore
 
 ROWS_PER_TRANSACTION = 20
 

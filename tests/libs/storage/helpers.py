@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,14 @@ from sqlalchemy.engine import Engine
 
 from mcpd.storage.clickhouse.executor import ChdbExecutor, ClickHouseExecutor
 from mcpd.storage.clickhouse.store import ClickHouseTraceStore
+from mcpd.storage.sql.control_store import SqlControlStore
 from mcpd.storage.sql.engine import Synchronous, create_postgres_engine, create_sqlite_engine
-from mcpd.storage.sql.stores import SqlControlStore, SqlRunStore, SqlTraceStore
+from mcpd.storage.sql.stores import SqlRunStore, SqlTraceStore
 
 DDL = re.compile(r"^\s*(CREATE|ALTER|DROP|RENAME|TRUNCATE)\b", re.IGNORECASE)
 WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+# Where the `clock` fixture starts: microseconds set, so a lossy round trip would show.
+T0 = datetime(2026, 1, 1, 0, 0, 0, 123_456, tzinfo=UTC)
 
 
 class RecordingExecutor:

@@ -1,46 +1,25 @@
-"""The control store's project round trip, on SQLite and PostgreSQL."""
+"""The control store's projects, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import UTC, datetime
-from pathlib import Path
+from dataclasses import fields
 
 import pytest
 from google.protobuf import struct_pb2
-from sqlalchemy import update
+from sqlalchemy import Table, update
 
 from mcpd.runtime.clock import ManualClock
+from mcpd.storage.records import StoredAccount, StoredKey, StoredSession
+from mcpd.storage.sql.control_store import SqlControlStore
 from mcpd.storage.sql.schema import control
-from mcpd.storage.sql.stores import SqlControlStore
-from tests.libs.storage.helpers import sql_engine
 
-T0 = datetime(2026, 1, 1, 0, 0, 0, 123_456, tzinfo=UTC)
 T0_SECONDS = 1_767_225_600
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    """Wall time starts at T0 and moves only when a test says so."""
-    return ManualClock(T0)
+def test_project_round_trip(control_store: SqlControlStore) -> None:
+    control_store.ensure_project("acme", "Acme Corp")
 
-
-@pytest.fixture
-def store(
-    backend: str, backend_url: str | None, tmp_path: Path, clock: ManualClock
-) -> Iterator[SqlControlStore]:
-    opened = SqlControlStore(sql_engine("control", backend, tmp_path, backend_url), clock=clock)
-    opened.migrate()
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-def test_project_round_trip(store: SqlControlStore) -> None:
-    store.ensure_project("acme", "Acme Corp")
-
-    project = store.get_project("acme")
+    project = control_store.get_project("acme")
 
     assert project is not None
     assert project.project_id == "acme"
@@ -52,35 +31,35 @@ def test_project_round_trip(store: SqlControlStore) -> None:
     assert not project.HasField("sampling")
 
 
-def test_missing_project_is_none(store: SqlControlStore) -> None:
-    store.ensure_project("acme", "Acme Corp")
-    assert store.get_project("other") is None
+def test_missing_project_is_none(control_store: SqlControlStore) -> None:
+    control_store.ensure_project("acme", "Acme Corp")
+    assert control_store.get_project("other") is None
 
 
 def test_ensure_project_keeps_an_existing_project(
-    store: SqlControlStore, clock: ManualClock
+    control_store: SqlControlStore, clock: ManualClock
 ) -> None:
-    store.ensure_project("acme", "Acme Corp")
+    control_store.ensure_project("acme", "Acme Corp")
     clock.advance(60)
-    store.ensure_project("acme", "Renamed")
+    control_store.ensure_project("acme", "Renamed")
 
-    project = store.get_project("acme")
+    project = control_store.get_project("acme")
 
     assert project is not None
     assert project.name == "Acme Corp"
     assert project.created_at.seconds == T0_SECONDS  # the first call's clock reading
 
 
-def test_json_settings_and_retention_read_back(store: SqlControlStore) -> None:
-    store.ensure_project("acme", "Acme Corp")
-    with store.engine.begin() as conn:
+def test_json_settings_and_retention_read_back(control_store: SqlControlStore) -> None:
+    control_store.ensure_project("acme", "Acme Corp")
+    with control_store.engine.begin() as conn:
         conn.execute(
             update(control.projects)
             .where(control.projects.c.project_id == "acme")
             .values(retention_days=30, sampling={"kind": "ratio", "ratio": 0.25}, budget=None)
         )
 
-    project = store.get_project("acme")
+    project = control_store.get_project("acme")
 
     assert project is not None
     assert project.retention_days == 30
@@ -95,5 +74,18 @@ def test_json_settings_and_retention_read_back(store: SqlControlStore) -> None:
     assert not project.HasField("budget")  # SQL NULL, not a JSON null
 
 
-def test_backend_name(store: SqlControlStore, backend: str) -> None:
-    assert store.backend == backend
+def test_backend_name(control_store: SqlControlStore, backend: str) -> None:
+    assert control_store.backend == backend
+
+
+@pytest.mark.parametrize(
+    ("table", "record"),
+    [
+        (control.accounts, StoredAccount),
+        (control.account_sessions, StoredSession),
+        (control.api_keys, StoredKey),
+    ],
+)
+def test_records_name_their_tables_columns(table: Table, record: type) -> None:
+    # The store maps records to rows by field name.
+    assert set(table.c.keys()) == {field.name for field in fields(record)}

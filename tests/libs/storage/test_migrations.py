@@ -7,13 +7,15 @@ import threading
 from pathlib import Path
 
 import pytest
+from alembic import command
 from sqlalchemy import inspect, text
 
 from mcpd.runtime.errors import FailedPrecondition
 from mcpd.storage.clickhouse.migrate import READ_APPLIED
-from mcpd.storage.sql.migrate import schema_diff
+from mcpd.storage.sql.control_store import SqlControlStore
+from mcpd.storage.sql.migrate import CONNECTION_ATTR, alembic_config, schema_diff
 from mcpd.storage.sql.schema import METADATA, StoreName
-from mcpd.storage.sql.stores import SqlControlStore, SqlRunStore, SqlTraceStore
+from mcpd.storage.sql.stores import SqlRunStore, SqlTraceStore
 from tests.libs.storage.helpers import DDL, WRITE, OpenedStore, open_store, sql_engine
 
 TRACE_TABLES = {
@@ -47,6 +49,12 @@ CONTROL_TABLES = {
     "price_book",
 }
 EXPECTED_TABLES = {"trace": TRACE_TABLES, "run": RUN_TABLES, "control": CONTROL_TABLES}
+# Every store's revisions, oldest first: what a fresh database has applied after `migrate`.
+REVISIONS = {
+    "trace": ["0001_initial"],
+    "run": ["0001_initial"],
+    "control": ["0001_initial", "0002_key_owner_audit_order"],
+}
 
 
 def test_trace_store_migrate_creates_every_table(trace_store: OpenedStore) -> None:
@@ -80,7 +88,7 @@ def test_run_and_control_migrate_once(
 ) -> None:
     opened = open_store(kind, backend, tmp_path, backend_url)
     try:
-        assert opened.store.migrate() == ["0001_initial"]
+        assert opened.store.migrate() == REVISIONS[kind]
         store = StoreName(kind)
         assert opened.table_names() == EXPECTED_TABLES[kind] | {store.version_table}
 
@@ -98,8 +106,9 @@ def test_three_stores_share_one_database(
     # on SQLite too, one file) without reading each other's revisions.
     engine = sql_engine("shared", backend, tmp_path, backend_url)
     try:
-        for store_class in (SqlTraceStore, SqlRunStore, SqlControlStore):
-            assert store_class(engine).migrate() == ["0001_initial"]
+        classes = {"trace": SqlTraceStore, "run": SqlRunStore, "control": SqlControlStore}
+        for kind, store_class in classes.items():
+            assert store_class(engine).migrate() == REVISIONS[kind]
         for store_class in (SqlTraceStore, SqlRunStore, SqlControlStore):
             assert store_class(engine).migrate() == []
         names = set(inspect(engine).get_table_names())
@@ -111,6 +120,36 @@ def test_three_stores_share_one_database(
                 assert schema_diff(conn, store) == []
     finally:
         engine.dispose()
+
+
+def test_control_store_upgrades_from_0001(
+    backend: str, backend_url: str | None, tmp_path: Path
+) -> None:
+    # A database migrated by the first release: 0002 swaps the audit index and adds the key
+    # owner index, keeping the rows, and the result is exactly the declared MetaData.
+    opened = open_store("control", backend, tmp_path, backend_url)
+    try:
+        assert opened.engine is not None
+        config = alembic_config(StoreName.CONTROL)
+        with opened.engine.begin() as conn:
+            config.attributes[CONNECTION_ATTR] = conn
+            command.upgrade(config, "0001_initial")
+            conn.execute(
+                text(
+                    "INSERT INTO audit_log (audit_id, timestamp, principal, subject, action,"
+                    " project, result) VALUES ('a1', 1, 'anonymous', '', 'get_trace', 'p',"
+                    " 'allowed')"
+                )
+            )
+        assert opened.store.pending_migrations() == ["0002_key_owner_audit_order"]
+
+        assert opened.store.migrate() == ["0002_key_owner_audit_order"]
+
+        with opened.engine.connect() as conn:
+            assert schema_diff(conn, StoreName.CONTROL) == []
+            assert conn.execute(text("SELECT audit_id FROM audit_log")).scalars().all() == ["a1"]
+    finally:
+        opened.store.close()
 
 
 @pytest.mark.parametrize("kind", ["trace", "run", "control"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import delete, func, insert, select, text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from mcpd.storage.sql.engine import (
     BUSY_TIMEOUT_MS,
@@ -142,5 +142,22 @@ def test_postgres_read_connection_sees_committed_rows(postgres_url: str) -> None
             conn.execute(text("INSERT INTO t VALUES (1)"))
         with read_connection(engine) as conn:
             assert conn.execute(text("SELECT x FROM t")).scalar() == 1
+    finally:
+        engine.dispose()
+
+
+def test_errors_do_not_carry_statement_parameters(
+    backend: str, backend_url: str | None, tmp_path: Path
+) -> None:
+    # A digest, hash or prompt bound into a failing statement must not reach a log line
+    # through the error's text.
+    engine = sql_engine("control", backend, tmp_path, backend_url)
+    try:
+        with pytest.raises(DBAPIError) as raised, engine.connect() as conn:
+            conn.execute(
+                text("SELECT 1 FROM no_such_table WHERE x = :secret"), {"secret": "s3cr3t"}
+            )
+        assert "s3cr3t" not in str(raised.value)
+        assert "hide_parameters" in str(raised.value)
     finally:
         engine.dispose()

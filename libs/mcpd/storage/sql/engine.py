@@ -18,6 +18,10 @@ SQLite settings, and why:
   writers across processes. This is SQLAlchemy's documented recipe: the driver's own
   transaction handling is switched off (`isolation_level = None`) and BEGIN is emitted from the
   engine's `begin` event.
+
+On both backends `hide_parameters=True`: a statement's parameters (password hashes, key and
+session digests, prompts) never appear in a SQLAlchemy error message or engine log line, so an
+error that escapes to a log carries the statement only.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ def create_sqlite_engine(path: Path, *, synchronous: Synchronous) -> Engine:
         # The pool hands a connection to one thread at a time; stores are called from worker
         # threads, so the driver's same-thread check would only get in the way.
         connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+        hide_parameters=True,
     )
 
     @event.listens_for(engine, "connect")
@@ -122,7 +127,7 @@ def create_postgres_engine(url: str | URL) -> Engine:
     parsed = url if isinstance(url, URL) else postgres_url(url)
     # pre_ping: a daemon lives for weeks; a connection the server dropped is replaced, not
     # handed to a request.
-    return create_engine(parsed, pool_pre_ping=True)
+    return create_engine(parsed, pool_pre_ping=True, hide_parameters=True)
 
 
 @contextmanager

@@ -56,6 +56,8 @@ api_keys = Table(
     PrimaryKeyConstraint("id"),
     index("api_keys", "digest", unique=True),
     index("api_keys", "project"),
+    # An account's keys (`list_keys`), and the cascade when an account goes.
+    index("api_keys", "account_email"),
 )
 
 account_sessions = Table(
@@ -85,7 +87,9 @@ audit_log = Table(
     Column("resource", Text),
     Column("result", Text, nullable=False),
     PrimaryKeyConstraint("audit_id"),
-    index("audit_log", "project", "timestamp"),
+    # A project's log newest first, `audit_id` breaking timestamp ties: the keyset of
+    # `list_audit`'s pages: one index range scan per page, no sort step.
+    index("audit_log", "project", "timestamp", "audit_id"),
 )
 
 # One row per (book, provider, model, meter) price, effective from an instant. Rows are never

@@ -1,0 +1,165 @@
+"""Who may call each RPC, read from the `(mcpd.options.v1.access)` option of its proto.
+
+The rules come from the generated descriptors of every `*_service_pb2` module under `mcpd`, so
+a new RPC is protected the day its proto lands: an RPC without an access option, or with one
+that grants nothing coherent, stops the process at start-up instead of answering unguarded.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import TypeAlias
+
+from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
+
+import mcpd
+from mcpd.model.v1 import enums_pb2
+from mcpd.options.v1 import access_pb2
+
+# The enum's value type, under the spec's name.
+KeyScope: TypeAlias = enums_pb2.KeyScope.ValueType
+
+# The spec's lowercase names (keys file, stored keys, error messages) and the enum values.
+_SCOPE_NAMES: Mapping[str, KeyScope] = MappingProxyType(
+    {
+        "ingest": enums_pb2.KEY_SCOPE_INGEST,
+        "read": enums_pb2.KEY_SCOPE_READ,
+        "write": enums_pb2.KEY_SCOPE_WRITE,
+        "admin": enums_pb2.KEY_SCOPE_ADMIN,
+        "execute": enums_pb2.KEY_SCOPE_EXECUTE,
+        "worker": enums_pb2.KEY_SCOPE_WORKER,
+    }
+)
+ALL_SCOPES: frozenset[KeyScope] = frozenset(_SCOPE_NAMES.values())
+
+# Spec KeyScope: admin is "also accepted where execute or worker is needed" - and nowhere else.
+_ADMIN_ALSO_GRANTS = frozenset({enums_pb2.KEY_SCOPE_EXECUTE, enums_pb2.KEY_SCOPE_WORKER})
+
+_SERVICE_MODULE_SUFFIX = "_service_pb2"
+_VERSION = re.compile(r"v[0-9]+")
+
+
+@dataclass(frozen=True, slots=True)
+class AccessRule:
+    """The access option of one RPC.
+
+    `method` is the proto full name (`mcpd.query.v1.QueryService.GetTrace`). Exactly one of
+    `open`, `session` or a `scope` says who may call; `audit_action` is non-empty when allowed
+    calls are audited too (refused calls always are).
+    """
+
+    method: str
+    scope: KeyScope
+    open: bool = False
+    session: bool = False
+    audit_action: str = ""
+
+    @property
+    def endpoint_id(self) -> str:
+        """The action audit rows record: `audit_action`, else the RPC name in snake_case."""
+        return self.audit_action or snake_case(self.method.rpartition(".")[2])
+
+    @property
+    def audited(self) -> bool:
+        """Whether allowed calls write an audit row."""
+        return bool(self.audit_action)
+
+
+def parse_scope(name: str) -> KeyScope:
+    """The KeyScope for its spec name (`read`, `admin`...); ValueError for any other text."""
+    try:
+        return _SCOPE_NAMES[name]
+    except KeyError:
+        raise ValueError(f"unknown key scope {name!r}") from None
+
+
+def scope_name(scope: KeyScope) -> str:
+    """The spec name of a KeyScope value (`KEY_SCOPE_READ` -> `read`)."""
+    return enums_pb2.KeyScope.Name(scope).removeprefix("KEY_SCOPE_").lower()
+
+
+def scope_satisfies(granted: KeyScope, needed: KeyScope) -> bool:
+    """Whether a key of scope `granted` may call an RPC that needs `needed`."""
+    if needed not in ALL_SCOPES:
+        return False  # an unspecified need grants nothing: fail closed
+    return granted == needed or (
+        granted == enums_pb2.KEY_SCOPE_ADMIN and needed in _ADMIN_ALSO_GRANTS
+    )
+
+
+def snake_case(name: str) -> str:
+    """`GetTrace` -> `get_trace`, the spec's endpoint-id spelling of an RPC name."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+def method_path(method: MethodDescriptor) -> str:
+    """The gRPC path of a method, `/mcpd.query.v1.QueryService/GetTrace`."""
+    return f"/{method.containing_service.full_name}/{method.name}"
+
+
+def build_rules(services: Iterable[ServiceDescriptor]) -> dict[str, AccessRule]:
+    """The rule of every method of `services`, keyed by gRPC path.
+
+    Raises ValueError naming the method when one has no access option or an incoherent one.
+    """
+    rules: dict[str, AccessRule] = {}
+    for service in services:
+        for method in service.methods:
+            rules[method_path(method)] = _rule(method)
+    return rules
+
+
+@functools.cache
+def access_rules() -> Mapping[str, AccessRule]:
+    """The rules of every RPC of every mcpd service, keyed by gRPC path (read-only, cached)."""
+    return MappingProxyType(build_rules(_mcpd_services()))
+
+
+def _rule(method: MethodDescriptor) -> AccessRule:
+    options = method.GetOptions()
+    if not options.HasExtension(access_pb2.access):
+        raise ValueError(f"{method.full_name} declares no (mcpd.options.v1.access) option")
+    access = options.Extensions[access_pb2.access]
+    has_scope = access.scope != enums_pb2.KEY_SCOPE_UNSPECIFIED
+    if access.scope != enums_pb2.KEY_SCOPE_UNSPECIFIED and access.scope not in ALL_SCOPES:
+        raise ValueError(f"{method.full_name} declares an unknown scope {access.scope}")
+    if sum((access.open, access.session, has_scope)) != 1:
+        raise ValueError(
+            f"{method.full_name}: the access option must set exactly one of open, session, scope"
+        )
+    return AccessRule(
+        method=method.full_name,
+        scope=access.scope,
+        open=access.open,
+        session=access.session,
+        audit_action=access.audit_action,
+    )
+
+
+def _mcpd_services() -> list[ServiceDescriptor]:
+    """Every service of every generated `mcpd.<package>.v1.*_service_pb2` module.
+
+    Walks the directories rather than importing every `mcpd` package: importing `mcpd.storage`
+    just to look for protos would pull in database drivers.
+    """
+    services: list[ServiceDescriptor] = []
+    for root in mcpd.__path__:
+        for package in sorted(pkgutil.iter_modules([root]), key=lambda m: m.name):
+            versions = Path(root, package.name)
+            for version in sorted(pkgutil.iter_modules([str(versions)]), key=lambda m: m.name):
+                if not version.ispkg or not _VERSION.fullmatch(version.name):
+                    continue
+                directory = str(versions / version.name)
+                for module in sorted(pkgutil.iter_modules([directory]), key=lambda m: m.name):
+                    if module.name.endswith(_SERVICE_MODULE_SUFFIX):
+                        name = f"mcpd.{package.name}.{version.name}.{module.name}"
+                        generated = importlib.import_module(name)
+                        services.extend(generated.DESCRIPTOR.services_by_name.values())
+    return services

@@ -1,0 +1,75 @@
+"""What the auth layer reads from gRPC request metadata: the bearer token and the client address.
+
+The gateway forwards REST requests to the gRPC services with the same `authorization` header and
+with `x-forwarded-for` set to the REST client's address, so both entrances are read here alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TypeAlias
+
+import grpc.aio
+
+from mcpd.runtime.errors import Unauthenticated
+
+# Request metadata as grpc hands it over: (key, value) pairs, values str or bytes (-bin keys).
+Metadata: TypeAlias = Sequence[tuple[str, str | bytes]]
+# A string: grpc.aio.ServicerContext is generic only in its type stubs, not at runtime.
+_Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
+
+AUTHORIZATION = "authorization"
+FORWARDED_FOR = "x-forwarded-for"
+
+
+def bearer_token(metadata: Metadata) -> str | None:
+    """The token of the `authorization` metadata, None when there is none.
+
+    Raises Unauthenticated (MALFORMED_AUTHORIZATION) unless it is exactly one
+    `Bearer <token>` (scheme case-insensitive): guessing at anything else could let a
+    credential meant for another system be tried here.
+    """
+    values = [value for key, value in metadata if key.lower() == AUTHORIZATION]
+    if not values:
+        return None
+    parts = values[0].split(None, 1) if isinstance(values[0], str) else []
+    if len(values) > 1 or len(parts) != 2 or parts[0].casefold() != "bearer":
+        raise _malformed()
+    token = parts[1].strip()
+    if any(char.isspace() for char in token):
+        raise _malformed()
+    return token
+
+
+def _malformed() -> Unauthenticated:
+    return Unauthenticated(
+        "the authorization metadata must be 'Bearer <token>'", reason="MALFORMED_AUTHORIZATION"
+    )
+
+
+def client_address(context: _Context, *, trust_forwarded_for: bool = True) -> str:
+    """The caller's address, for the login throttle: the first `x-forwarded-for` entry when
+    present and trusted, else the peer's IP (without the port, which changes per connection).
+
+    Trust assumption: the gRPC port is reachable only through mcpd's gateway or a proxy that
+    overwrites `x-forwarded-for`. A client that reaches the port directly can set the header to
+    anything, which defeats the per-address counter (the per-account one still holds); pass
+    `trust_forwarded_for=False` where the port is exposed directly.
+    """
+    if trust_forwarded_for:
+        for key, value in context.invocation_metadata() or ():
+            if key.lower() == FORWARDED_FOR and isinstance(value, str):
+                first = value.split(",", 1)[0].strip()
+                if first:
+                    return first
+    return _peer_host(context.peer())
+
+
+def _peer_host(peer: str) -> str:
+    # grpc peers read "ipv4:10.0.0.1:52114", "ipv6:[::1]:52114" or "unix:/path".
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6" and rest.startswith("["):
+        return rest[1:].partition("]")[0]
+    if kind == "ipv4":
+        return rest.rpartition(":")[0] or rest
+    return peer

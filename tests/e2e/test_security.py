@@ -1,0 +1,245 @@
+"""Security at every entrance, generated from the descriptors: every RPC over REST and gRPC.
+
+A real daemon holds keys of every scope in two projects (the keys file) and accepts sign-ups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+
+from mcpd.testing.daemon import DaemonProcess
+from tests.contract.api_surface import methods
+from tests.e2e.security_fixture import (
+    MULTI_PROJECT_READ,
+    call_grpc,
+    call_rest,
+    key_secret,
+    rpcs,
+    write_keys_file,
+    wrong_scope,
+)
+
+pytestmark = pytest.mark.e2e
+
+RPCS = rpcs(methods())
+OPEN = [rpc for rpc in RPCS if rpc.access.open]
+SESSION = [rpc for rpc in RPCS if rpc.access.session]
+SCOPED = [rpc for rpc in RPCS if not rpc.access.open and not rpc.access.session]
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    keys = write_keys_file(tmp_path_factory.mktemp("keys") / "keys.toml")
+    env = {"MCPD_SECURITY_KEYS_FILE": str(keys), "MCPD_SECURITY_SIGNUP": "true"}
+    with DaemonProcess(extra_env=env) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def session_token(daemon: DaemonProcess) -> str:
+    answer = httpx.post(
+        f"{daemon.http_url}/v1/api/account/signup",
+        json={"email": "  Walker@Example.COM ", "password": PASSWORD},
+    )
+    assert answer.status_code == 200, answer.text
+    token: str = answer.json()["token"]
+    return token
+
+
+def _fails(failures: list[str]) -> None:
+    assert not failures, f"{len(failures)} RPCs misbehave:\n" + "\n".join(failures)
+
+
+async def test_every_rpc_needs_credentials_except_the_open_ones(daemon: DaemonProcess) -> None:
+    failures = []
+    async with (
+        httpx.AsyncClient(base_url=daemon.http_url) as http,
+        grpc.aio.insecure_channel(daemon.grpc_addr) as channel,
+    ):
+        for rpc in RPCS:
+            rest = await call_rest(http, rpc, None)
+            code = await call_grpc(channel, rpc, None)
+            refused = (rest.status_code == 401, code == grpc.StatusCode.UNAUTHENTICATED)
+            if refused != ((False, False) if rpc.access.open else (True, True)):
+                failures.append(f"{rpc.grpc_path}: REST {rest.status_code}, gRPC {code.name}")
+    _fails(failures)
+    assert {rpc.method.name for rpc in OPEN} == {"GetHealth", "Signup", "Login"}
+
+
+async def test_every_rpc_refuses_the_wrong_scope_and_audits_the_refusal(
+    daemon: DaemonProcess,
+) -> None:
+    failures = []
+    async with (
+        httpx.AsyncClient(base_url=daemon.http_url) as http,
+        grpc.aio.insecure_channel(daemon.grpc_addr) as channel,
+    ):
+        for rpc in SCOPED + SESSION:
+            # Session-only methods refuse every API key, whatever its scope.
+            token = key_secret(
+                "beta", "admin" if rpc.access.session else wrong_scope(rpc.needed_scope)
+            )
+            rest = await call_rest(http, rpc, token)
+            code = await call_grpc(channel, rpc, token)
+            if rest.status_code != 403 or code != grpc.StatusCode.PERMISSION_DENIED:
+                failures.append(f"{rpc.grpc_path}: REST {rest.status_code}, gRPC {code.name}")
+        audit = await _audit(http, "beta")
+    _fails(failures)
+    refused = {event["action"] for event in audit if event["result"] == "refused"}
+    for rpc in SCOPED + SESSION:
+        action = rpc.access.audit_action or _snake(rpc.method.name)
+        assert action in refused, f"no refused audit row for {action}"
+
+
+async def test_every_rpc_passes_authorization_with_the_right_credentials(
+    daemon: DaemonProcess, session_token: str
+) -> None:
+    failures = []
+    async with (
+        httpx.AsyncClient(base_url=daemon.http_url) as http,
+        grpc.aio.insecure_channel(daemon.grpc_addr) as channel,
+    ):
+        for rpc in SCOPED + SESSION:
+            token = session_token if rpc.access.session else key_secret("alpha", rpc.needed_scope)
+            rest = await call_rest(http, rpc, token)
+            code = await call_grpc(channel, rpc, token)
+            # Past authorization an RPC may still be unimplemented, or refuse the empty request.
+            if rest.status_code in {401, 403} or code in {
+                grpc.StatusCode.UNAUTHENTICATED,
+                grpc.StatusCode.PERMISSION_DENIED,
+            }:
+                failures.append(f"{rpc.grpc_path}: REST {rest.status_code}, gRPC {code.name}")
+    _fails(failures)
+
+
+async def test_admin_is_accepted_where_execute_or_worker_is_needed_and_nowhere_else(
+    daemon: DaemonProcess,
+) -> None:
+    admin = key_secret("alpha", "admin")
+    async with grpc.aio.insecure_channel(daemon.grpc_addr) as channel:
+        for rpc in SCOPED:
+            code = await call_grpc(channel, rpc, admin)
+            denied = code == grpc.StatusCode.PERMISSION_DENIED
+            assert denied == (rpc.needed_scope not in {"admin", "execute", "worker"}), rpc.grpc_path
+
+
+async def test_a_key_never_reaches_another_project(daemon: DaemonProcess) -> None:
+    failures = []
+    async with (
+        httpx.AsyncClient(base_url=daemon.http_url) as http,
+        grpc.aio.insecure_channel(daemon.grpc_addr) as channel,
+    ):
+        for rpc in (rpc for rpc in SCOPED if rpc.has_project):
+            token = key_secret("alpha", rpc.needed_scope)
+            code = await call_grpc(channel, rpc, token, project="beta")
+            if code != grpc.StatusCode.PERMISSION_DENIED:
+                failures.append(f"{rpc.grpc_path} gRPC project=beta: {code.name}")
+            if rpc.verb == "GET":
+                rest = await call_rest(http, rpc, token, project="beta")
+                if rest.status_code != 403:
+                    failures.append(f"{rpc.grpc_path} REST project=beta: {rest.status_code}")
+                body = rest.json()
+                if rest.status_code == 403 and body["error"].get("field") != "project":
+                    failures.append(f"{rpc.grpc_path}: 403 does not name the project field")
+    _fails(failures)
+
+
+async def test_a_multi_project_key_must_name_its_project(daemon: DaemonProcess) -> None:
+    reads = [rpc for rpc in SCOPED if rpc.has_project and rpc.needed_scope == "read"]
+    assert reads
+    async with grpc.aio.insecure_channel(daemon.grpc_addr) as channel:
+        for rpc in reads:
+            assert await call_grpc(channel, rpc, MULTI_PROJECT_READ) == (
+                grpc.StatusCode.INVALID_ARGUMENT
+            ), rpc.grpc_path
+            named = await call_grpc(channel, rpc, MULTI_PROJECT_READ, project="beta")
+            assert named not in {
+                grpc.StatusCode.INVALID_ARGUMENT,
+                grpc.StatusCode.PERMISSION_DENIED,
+                grpc.StatusCode.UNAUTHENTICATED,
+            }, rpc.grpc_path
+
+
+async def test_payload_reads_and_deletes_are_audited_allowed_and_refused(
+    daemon: DaemonProcess,
+) -> None:
+    reader, admin = key_secret("alpha", "read"), key_secret("alpha", "admin")
+    async with httpx.AsyncClient(base_url=daemon.http_url) as http:
+        for path, verb, allowed_with in [
+            ("/v1/api/traces/t-audited", "GET", reader),
+            ("/v1/api/spans", "GET", reader),
+            ("/v1/api/traces/t-audited", "DELETE", admin),
+        ]:
+            ok = await http.request(verb, path, headers={"authorization": f"Bearer {allowed_with}"})
+            assert ok.status_code not in {401, 403}
+            wrong = key_secret("alpha", "ingest")
+            refused = await http.request(verb, path, headers={"authorization": f"Bearer {wrong}"})
+            assert refused.status_code == 403
+        events = await _audit(http, "alpha")
+    seen = {(e["action"], e["result"], e.get("resource")) for e in events}
+    for action, resource in [
+        ("get_trace", "t-audited"),
+        ("list_spans", None),
+        ("delete_trace", "t-audited"),
+    ]:
+        assert (action, "allowed", resource) in seen, action
+        assert (action, "refused", resource) in seen, action
+    principals = {e["principal"] for e in events if e["action"] == "get_trace"}
+    assert all(len(p) == 16 and reader not in p for p in principals)
+    assert [e["timestamp"] for e in events] == sorted(
+        (e["timestamp"] for e in events), reverse=True
+    )
+    # Beta's admin sees beta's log, never alpha's.
+    async with httpx.AsyncClient(base_url=daemon.http_url) as http:
+        beta = await _audit(http, "beta")
+    assert all(event["project"] == "beta" for event in beta)
+
+
+async def test_audit_pages_newest_first_without_gaps(daemon: DaemonProcess) -> None:
+    async with httpx.AsyncClient(base_url=daemon.http_url) as http:
+        everything = await _audit(http, "alpha")
+        paged: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            params = {"limit": "7", **({"cursor": cursor} if cursor else {})}
+            page = await http.get(
+                "/v1/api/audit",
+                params=params,
+                headers={"authorization": f"Bearer {key_secret('alpha', 'admin')}"},
+            )
+            assert page.status_code == 200, page.text
+            body = page.json()
+            paged += body["events"]
+            if not body["page"]["has_more"]:
+                break
+            cursor = body["page"]["next_cursor"]
+    ids = [event["audit_id"] for event in paged]
+    assert len(ids) == len(set(ids))
+    # Reading the log is not itself audited, so the two walks saw the same rows.
+    assert ids[: len(everything)] == [event["audit_id"] for event in everything]
+
+
+async def _audit(http: httpx.AsyncClient, project: str) -> list[dict[str, Any]]:
+    answer = await http.get(
+        "/v1/api/audit",
+        params={"limit": "1000"},
+        headers={"authorization": f"Bearer {key_secret(project, 'admin')}"},
+    )
+    assert answer.status_code == 200, answer.text
+    events: list[dict[str, Any]] = answer.json()["events"]
+    return events
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+
+def test_the_walk_covers_every_rpc() -> None:
+    assert len(RPCS) == len(OPEN) + len(SESSION) + len(SCOPED)
+    assert len(RPCS) == 66
