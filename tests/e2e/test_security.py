@@ -5,7 +5,11 @@ A real daemon holds keys of every scope in two projects (the keys file) and acce
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -23,6 +27,7 @@ from tests.e2e.security_fixture import (
     write_keys_file,
     wrong_scope,
 )
+from tests.e2e.seed import seed_every_table
 
 pytestmark = pytest.mark.e2e
 
@@ -33,12 +38,27 @@ SCOPED = [rpc for rpc in RPCS if not rpc.access.open and not rpc.access.session]
 PASSWORD = "correct horse battery staple"
 
 
+BETA_MARKER = "beta-only-row-7c1d"
+
+
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
     keys = write_keys_file(tmp_path_factory.mktemp("keys") / "keys.toml")
-    env = {"MCPD_SECURITY_KEYS_FILE": str(keys), "MCPD_SECURITY_SIGNUP": "true"}
+    data_dir = tmp_path_factory.mktemp("data")
+    env = {
+        "MCPD_SECURITY_KEYS_FILE": str(keys),
+        "MCPD_SECURITY_SIGNUP": "true",
+        "MCPD_DATA_DIR": str(data_dir),
+    }
+    # Project beta has a row in every table before the daemon starts.
+    subprocess.run([_mcpd(), "migrate"], env={**os.environ, **env}, check=True, timeout=60)
+    assert seed_every_table(data_dir, project="beta", marker=BETA_MARKER) > 20
     with DaemonProcess(extra_env=env) as process:
         yield process
+
+
+def _mcpd() -> str:
+    return str(Path(sys.executable).parent / "mcpd")
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +168,28 @@ async def test_a_key_never_reaches_another_project(daemon: DaemonProcess) -> Non
                 if rest.status_code == 403 and body["error"].get("field") != "project":
                     failures.append(f"{rpc.grpc_path}: 403 does not name the project field")
     _fails(failures)
+
+
+async def test_no_read_with_one_projects_key_returns_another_projects_rows(
+    daemon: DaemonProcess,
+) -> None:
+    reads = [rpc for rpc in SCOPED if rpc.verb == "GET"]
+    async with (
+        httpx.AsyncClient(base_url=daemon.http_url) as http,
+        grpc.aio.insecure_channel(daemon.grpc_addr) as channel,
+    ):
+        for rpc in reads:
+            token = key_secret("alpha", rpc.needed_scope)
+            rest = await call_rest(http, rpc, token)
+            assert BETA_MARKER not in rest.text, rpc.grpc_path
+            answer = await call_grpc(channel, rpc, token)
+            assert answer != grpc.StatusCode.PERMISSION_DENIED, rpc.grpc_path
+        # The audit log is one read that answers today: alpha's admin sees none of beta's rows.
+        alpha_log = await _audit(http, "alpha")
+        beta_log = await _audit(http, "beta")
+    assert alpha_log
+    assert BETA_MARKER not in str(alpha_log)
+    assert BETA_MARKER in str(beta_log)
 
 
 async def test_a_multi_project_key_must_name_its_project(daemon: DaemonProcess) -> None:

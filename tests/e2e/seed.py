@@ -1,0 +1,59 @@
+"""Rows of another tenant in every table, so isolation tests have something to leak."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
+from mcpd.storage.sql.schema import METADATA, StoreName
+
+FILES = {StoreName.TRACE: "trace.db", StoreName.RUN: "run.db", StoreName.CONTROL: "control.db"}
+PROJECT_COLUMNS = {"project", "project_id"}
+# Columns whose readers decode a spec enum: they need a valid value, not the marker. Extend this
+# as read paths land on more tables.
+ENUM_VALUES = {("audit_log", "result"): "refused"}
+
+
+def _value(table: str, column: sa.Column[Any], project: str, marker: str) -> object:
+    if column.name in PROJECT_COLUMNS:
+        return project
+    if (table, column.name) in ENUM_VALUES:
+        return ENUM_VALUES[table, column.name]
+    python_type: type[Any] = column.type.python_type if _has_python_type(column) else str
+    if python_type is bool:
+        return False
+    if python_type is int:
+        return 1
+    if python_type is float:
+        return 1.0
+    if python_type in (dict, list):
+        return {"marker": marker}
+    # Every text column holds the marker, so foreign keys between seeded rows line up.
+    return marker
+
+
+def _has_python_type(column: sa.Column[Any]) -> bool:
+    try:
+        column.type.python_type  # noqa: B018 (the property raises for types without one)
+    except NotImplementedError:
+        return False
+    return True
+
+
+def seed_every_table(data_dir: Path, *, project: str, marker: str) -> int:
+    """Insert one row carrying `marker` into every table of the migrated SQLite stores."""
+    seeded = 0
+    for store, file_name in FILES.items():
+        engine = create_sqlite_engine(data_dir / file_name, synchronous=Synchronous.FULL)
+        try:
+            with engine.begin() as connection:
+                for table in METADATA[store].sorted_tables:
+                    row = {c.name: _value(table.name, c, project, marker) for c in table.columns}
+                    connection.execute(table.insert().values(**row))
+                    seeded += 1
+        finally:
+            engine.dispose()
+    return seeded
