@@ -1,0 +1,1 @@
+"""Agent transcripts (Codex, Claude Code, ...) read into the session read model."""
