@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from mcpd.model.v1 import account_pb2 as _account_pb2
@@ -852,6 +853,62 @@ class ListAuditEventsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListAuditEventsResponse: _TypeAlias = ListAuditEventsResponse  # noqa: Y015
+
+@_typing.final
+class SessionToolRequest(_message.Message):
+    """One call of an MCP session-search tool."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    ARGUMENTS_FIELD_NUMBER: _builtins.int
+    project: _builtins.str
+    """Project selector."""
+    @_builtins.property
+    def arguments(self) -> _struct_pb2.Struct:
+        """The tool's arguments exactly as the caller sent them; the tool validates them."""
+
+    def __init__(
+        self,
+        *,
+        project: _builtins.str = ...,
+        arguments: _struct_pb2.Struct | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments", "project", b"project"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SessionToolRequest: _TypeAlias = SessionToolRequest  # noqa: Y015
+
+@_typing.final
+class SessionToolResponse(_message.Message):
+    """What an MCP session-search tool answered: the spec's success or error envelope."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENVELOPE_FIELD_NUMBER: _builtins.int
+    IS_ERROR_FIELD_NUMBER: _builtins.int
+    is_error: _builtins.bool
+    """True when the envelope is an error envelope (an in-band MCP tool error)."""
+    @_builtins.property
+    def envelope(self) -> _struct_pb2.Struct:
+        """The envelope (schema_version, tool, request, data or error, warnings, performance)."""
+
+    def __init__(
+        self,
+        *,
+        envelope: _struct_pb2.Struct | None = ...,
+        is_error: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope", "is_error", b"is_error"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SessionToolResponse: _TypeAlias = SessionToolResponse  # noqa: Y015
 
 @_typing.final
 class EraseRequest(_message.Message):

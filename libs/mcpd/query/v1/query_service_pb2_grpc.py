@@ -111,6 +111,26 @@ class QueryServiceStub:
                 request_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.ListAuditEventsRequest.SerializeToString,
                 response_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.ListAuditEventsResponse.FromString,
                 _registered_method=True)
+        self.SearchSessions = channel.unary_unary(
+                '/mcpd.query.v1.QueryService/SearchSessions',
+                request_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolRequest.SerializeToString,
+                response_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolResponse.FromString,
+                _registered_method=True)
+        self.Open = channel.unary_unary(
+                '/mcpd.query.v1.QueryService/Open',
+                request_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolRequest.SerializeToString,
+                response_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolResponse.FromString,
+                _registered_method=True)
+        self.ListSessions = channel.unary_unary(
+                '/mcpd.query.v1.QueryService/ListSessions',
+                request_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolRequest.SerializeToString,
+                response_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolResponse.FromString,
+                _registered_method=True)
+        self.FileAttention = channel.unary_unary(
+                '/mcpd.query.v1.QueryService/FileAttention',
+                request_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolRequest.SerializeToString,
+                response_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolResponse.FromString,
+                _registered_method=True)
         self.Erase = channel.unary_unary(
                 '/mcpd.query.v1.QueryService/Erase',
                 request_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.EraseRequest.SerializeToString,
@@ -227,6 +247,34 @@ class QueryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchSessions(self, request, context):
+        """MCP session search: search_sessions (spec/mcp-search-interface.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Open(self, request, context):
+        """MCP session search: open a session, turn or event, or continue a page.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListSessions(self, request, context):
+        """MCP session search: list_sessions overlapping a time range.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FileAttention(self, request, context):
+        """MCP session search: file_attention, the tool calls that touched a file.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Erase(self, request, context):
         """Erase every signal of one subject.
         """
@@ -311,6 +359,26 @@ def add_QueryServiceServicer_to_server(servicer, server):
                     servicer.ListAuditEvents,
                     request_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.ListAuditEventsRequest.FromString,
                     response_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.ListAuditEventsResponse.SerializeToString,
+            ),
+            'SearchSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchSessions,
+                    request_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolRequest.FromString,
+                    response_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolResponse.SerializeToString,
+            ),
+            'Open': grpc.unary_unary_rpc_method_handler(
+                    servicer.Open,
+                    request_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolRequest.FromString,
+                    response_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolResponse.SerializeToString,
+            ),
+            'ListSessions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListSessions,
+                    request_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolRequest.FromString,
+                    response_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolResponse.SerializeToString,
+            ),
+            'FileAttention': grpc.unary_unary_rpc_method_handler(
+                    servicer.FileAttention,
+                    request_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolRequest.FromString,
+                    response_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolResponse.SerializeToString,
             ),
             'Erase': grpc.unary_unary_rpc_method_handler(
                     servicer.Erase,
@@ -724,6 +792,114 @@ class QueryService:
             '/mcpd.query.v1.QueryService/ListAuditEvents',
             mcpd_dot_query_dot_v1_dot_query__service__pb2.ListAuditEventsRequest.SerializeToString,
             mcpd_dot_query_dot_v1_dot_query__service__pb2.ListAuditEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.query.v1.QueryService/SearchSessions',
+            mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolRequest.SerializeToString,
+            mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Open(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.query.v1.QueryService/Open',
+            mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolRequest.SerializeToString,
+            mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.query.v1.QueryService/ListSessions',
+            mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolRequest.SerializeToString,
+            mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FileAttention(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.query.v1.QueryService/FileAttention',
+            mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolRequest.SerializeToString,
+            mcpd_dot_query_dot_v1_dot_query__service__pb2.SessionToolResponse.FromString,
             options,
             channel_credentials,
             insecure,

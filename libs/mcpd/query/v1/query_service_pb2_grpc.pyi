@@ -64,6 +64,14 @@ class QueryServiceStub:
     """Rows of one signal that arrived after a cursor."""
     ListAuditEvents: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.ListAuditEventsRequest, _query_service_pb2.ListAuditEventsResponse]
     """The audit log, newest first."""
+    SearchSessions: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.SessionToolRequest, _query_service_pb2.SessionToolResponse]
+    """MCP session search: search_sessions (spec/mcp-search-interface.md)."""
+    Open: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.SessionToolRequest, _query_service_pb2.SessionToolResponse]
+    """MCP session search: open a session, turn or event, or continue a page."""
+    ListSessions: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.SessionToolRequest, _query_service_pb2.SessionToolResponse]
+    """MCP session search: list_sessions overlapping a time range."""
+    FileAttention: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.SessionToolRequest, _query_service_pb2.SessionToolResponse]
+    """MCP session search: file_attention, the tool calls that touched a file."""
     Erase: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.EraseRequest, _query_pb2.ErasureResult]
     """Erase every signal of one subject."""
 
@@ -102,6 +110,14 @@ class QueryServiceAsyncStub(QueryServiceStub):
     """Rows of one signal that arrived after a cursor."""
     ListAuditEvents: _aio.UnaryUnaryMultiCallable[_query_service_pb2.ListAuditEventsRequest, _query_service_pb2.ListAuditEventsResponse]  # type: ignore[assignment]
     """The audit log, newest first."""
+    SearchSessions: _aio.UnaryUnaryMultiCallable[_query_service_pb2.SessionToolRequest, _query_service_pb2.SessionToolResponse]  # type: ignore[assignment]
+    """MCP session search: search_sessions (spec/mcp-search-interface.md)."""
+    Open: _aio.UnaryUnaryMultiCallable[_query_service_pb2.SessionToolRequest, _query_service_pb2.SessionToolResponse]  # type: ignore[assignment]
+    """MCP session search: open a session, turn or event, or continue a page."""
+    ListSessions: _aio.UnaryUnaryMultiCallable[_query_service_pb2.SessionToolRequest, _query_service_pb2.SessionToolResponse]  # type: ignore[assignment]
+    """MCP session search: list_sessions overlapping a time range."""
+    FileAttention: _aio.UnaryUnaryMultiCallable[_query_service_pb2.SessionToolRequest, _query_service_pb2.SessionToolResponse]  # type: ignore[assignment]
+    """MCP session search: file_attention, the tool calls that touched a file."""
     Erase: _aio.UnaryUnaryMultiCallable[_query_service_pb2.EraseRequest, _query_pb2.ErasureResult]  # type: ignore[assignment]
     """Erase every signal of one subject."""
 
@@ -212,6 +228,34 @@ class QueryServiceServicer:
         context: _ServicerContext,
     ) -> _typing.Union[_query_service_pb2.ListAuditEventsResponse, _abc.Awaitable[_query_service_pb2.ListAuditEventsResponse]]:
         """The audit log, newest first."""
+
+    def SearchSessions(
+        self,
+        request: _query_service_pb2.SessionToolRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_query_service_pb2.SessionToolResponse, _abc.Awaitable[_query_service_pb2.SessionToolResponse]]:
+        """MCP session search: search_sessions (spec/mcp-search-interface.md)."""
+
+    def Open(
+        self,
+        request: _query_service_pb2.SessionToolRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_query_service_pb2.SessionToolResponse, _abc.Awaitable[_query_service_pb2.SessionToolResponse]]:
+        """MCP session search: open a session, turn or event, or continue a page."""
+
+    def ListSessions(
+        self,
+        request: _query_service_pb2.SessionToolRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_query_service_pb2.SessionToolResponse, _abc.Awaitable[_query_service_pb2.SessionToolResponse]]:
+        """MCP session search: list_sessions overlapping a time range."""
+
+    def FileAttention(
+        self,
+        request: _query_service_pb2.SessionToolRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_query_service_pb2.SessionToolResponse, _abc.Awaitable[_query_service_pb2.SessionToolResponse]]:
+        """MCP session search: file_attention, the tool calls that touched a file."""
 
     def Erase(
         self,
