@@ -16,6 +16,11 @@ What passing proves:
   operator-made Services and Secrets), `$(VAR)` expansion order, migrations ordered before the
   roles, and the configuration each container receives accepted by mcpd's own loader
   (`mcpd.runtime.config.load_settings`);
+- API keys: every container serving gRPC on a non-loopback address (the gRPC roles, the
+  all-in-one pod) names a keys file (`security.keys_file`), which mcpd requires there; every keys
+  file named is mounted read-only from the operator-provided Secret mcpd-keys (or another
+  documented one), readable by mcpd's group only, and its documented example
+  (base/keys.example.toml) is accepted by mcpd's own `load_keys_file`;
 - deploy/Dockerfile agrees with its ignore file and with pyproject.toml.
 
 Run it with `python -m scripts.deploy_checks` (or `make deploy-check`). Exit status 0 when
@@ -28,23 +33,32 @@ The modules:
 - raw_files: the YAML as committed, before Kustomize;
 - crd_schemas, schemas: JSON schema validation, Kubernetes' and the operators' resources';
 - manifests: reading rendered objects (workloads, pod specs, roles, ports);
-- rules, references, configuration: mcpd's own rules;
+- rules, references, configuration, api_keys: mcpd's own rules;
 - dockerfile: the image build;
 - report: the checks of a target, the summary table, the command line.
 """
 
 from __future__ import annotations
 
+from scripts.deploy_checks.api_keys import (
+    check_api_keys,
+    serves_grpc,
+)
 from scripts.deploy_checks.configuration import (
     Environment,
+    MountedFile,
     check_mcpd_configuration,
     container_environment,
+    container_settings,
+    mounted_file,
 )
 from scripts.deploy_checks.constants import (
     ALL_IN_ONE,
+    EXTERNAL_SECRETS,
     GRPC_PORT,
     GRPC_ROLES,
     HTTP_PORT,
+    KEYS_SECRET,
     KUBERNETES_VERSIONS,
     OTLP_GRPC_PORT,
     PEER_ADDRESSES,
@@ -80,6 +94,8 @@ from scripts.deploy_checks.paths import (
 )
 from scripts.deploy_checks.raw_files import (
     check_raw_files,
+    example_secret_data,
+    external_secret,
     read_env_file,
 )
 from scripts.deploy_checks.references import (
@@ -124,10 +140,12 @@ __all__ = [
     "CUSTOM_RESOURCE_SCHEMAS",
     "DOCKERFILE",
     "DOCKERIGNORE",
+    "EXTERNAL_SECRETS",
     "GRPC_PORT",
     "GRPC_ROLES",
     "HTTP_PORT",
     "INSTALL_COMMAND",
+    "KEYS_SECRET",
     "KUBERNETES",
     "KUBERNETES_VERSIONS",
     "MIN_KUSTOMIZE",
@@ -141,10 +159,12 @@ __all__ = [
     "ROOT",
     "Environment",
     "Manifest",
+    "MountedFile",
     "RenderError",
     "Renderer",
     "RendererMissingError",
     "Result",
+    "check_api_keys",
     "check_dockerfile",
     "check_dockerfile_text",
     "check_hardening",
@@ -159,14 +179,18 @@ __all__ = [
     "check_target",
     "check_topology",
     "container_environment",
+    "container_settings",
     "custom_resource_note",
     "deployments_by_role",
     "describe",
     "dockerfile_instructions",
+    "example_secret_data",
+    "external_secret",
     "find_renderer",
     "format_table",
     "main",
     "main_container",
+    "mounted_file",
     "pod_spec",
     "primary_service",
     "read_env_file",
@@ -174,6 +198,7 @@ __all__ = [
     "render",
     "role_of",
     "run_checks",
+    "serves_grpc",
     "targets",
     "validate_schemas",
     "version_tuple",

@@ -18,6 +18,7 @@ __all__ = [
     "GRPC_ROLES",
     "HEALTH_PATH",
     "HTTP_PORT",
+    "KEYS_SECRET",
     "KUBERNETES_VERSIONS",
     "NAME_LABEL",
     "OTLP_GRPC_PORT",
@@ -52,11 +53,19 @@ PEER_ADDRESSES = {f"MCPD_{role.upper()}_ADDR": f"{role}:{GRPC_PORT}" for role in
 NAME_LABEL = "app.kubernetes.io/name"
 APP = "mcpd"
 
+# The Secret holding the API keys mcpd accepts (security.keys_file), key `keys.toml`.
+KEYS_SECRET = "mcpd-keys"
+
 # Secrets the manifests use but never define. The cluster's operator creates them; each one's
-# keys are documented by an example file that no kustomization references.
+# keys are documented by an example file that no kustomization references (raw_files.
+# external_secret reads them): an env file (`*.example.env`) lists the keys of a Secret loaded
+# as environment; any other example file is the one key of a Secret mounted as a file, named
+# without `.example` (`keys.example.toml` documents the key `keys.toml`).
 EXTERNAL_SECRETS = {
     "mcpd-storage": BASE / "secret.example.env",
     "mcpd-clickhouse": KUBERNETES / "components" / "clickhouse" / "secret.example.env",
+    # Mounted as a file into every container serving gRPC (api_keys.check_api_keys).
+    KEYS_SECRET: BASE / "keys.example.toml",
 }
 # Keys of the `<cluster>-app` Secret that CloudNativePG creates for a Cluster's owner.
 CNPG_APP_SECRET_KEYS = frozenset(

@@ -9,13 +9,15 @@ from typing import Any
 
 import yaml
 
+from scripts.deploy_checks.constants import EXTERNAL_SECRETS
 from scripts.deploy_checks.manifests import Manifest
 from scripts.deploy_checks.paths import KUBERNETES, relative
 
 
 def check_raw_files(root: Path = KUBERNETES) -> tuple[int, list[str]]:
     """Every YAML file under `root` parses into Kubernetes-shaped mappings; no Secret value is
-    committed; the example env files are referenced by no kustomization. Returns (files, errors)."""
+    committed; the example files (`*.example.env`, `keys.example.toml`) are referenced by no
+    kustomization. Returns (files, errors)."""
     errors: list[str] = []
     files = sorted(p for p in root.rglob("*") if p.suffix in {".yaml", ".yml"} and p.is_file())
     kustomizations: list[tuple[Path, Manifest]] = []
@@ -45,7 +47,7 @@ def check_raw_files(root: Path = KUBERNETES) -> tuple[int, list[str]]:
                 errors.append(f"{name}: commits a Secret with values")
     for path in sorted(root.rglob("*.env")):
         errors += [f"{relative(path)}: {problem}" for problem in _env_file_problems(path)]
-    for example in sorted(root.rglob("*.example.env")):
+    for example in sorted(p for p in root.rglob("*.example.*") if p.is_file()):
         for path, document in kustomizations:
             if any(value.endswith(example.name) for value in _strings(document)):
                 errors.append(f"{relative(path)}: references {example.name}, an example only")
@@ -82,3 +84,21 @@ def read_env_file(path: Path) -> dict[str, str]:
             key, _, value = stripped.partition("=")
             values[key] = value
     return values
+
+
+def example_secret_data(example: Path) -> dict[str, str]:
+    """The keys of a Secret as its example file documents them: the KEY=VALUE lines of an env
+    file (a Secret loaded as environment), else the file itself as the one key named without
+    `.example` (`keys.example.toml` is the key `keys.toml` of a Secret mounted as a file)."""
+    if example.suffix == ".env":
+        return read_env_file(example)
+    return {example.name.replace(".example.", ".", 1): example.read_text(encoding="utf-8")}
+
+
+def external_secret(name: str) -> dict[str, str] | None:
+    """The documented keys (and example values) of the operator-provided Secret `name`
+    (EXTERNAL_SECRETS), or None when it is not one, or its example file is missing."""
+    example = EXTERNAL_SECRETS.get(name)
+    if example is None or not example.is_file():
+        return None
+    return example_secret_data(example)

@@ -19,14 +19,15 @@ from scripts.deploy_checks.manifests import (
     selects,
     workloads,
 )
-from scripts.deploy_checks.raw_files import read_env_file
+from scripts.deploy_checks.raw_files import external_secret
 
 
 def check_references(objects: Sequence[Manifest]) -> list[str]:
-    """ConfigMap volumes, claims, Service target ports, PodDisruptionBudgets, autoscalers, and the
-    operator-made Services and Secrets mcpd connects to, all resolve."""
+    """ConfigMap and Secret volumes, claims, Service target ports, PodDisruptionBudgets,
+    autoscalers, and the operator-made Services and Secrets mcpd connects to, all resolve."""
     errors: list[str] = []
     configmaps = by_name(objects, "ConfigMap")
+    secrets = by_name(objects, "Secret")
     claims = by_name(objects, "PersistentVolumeClaim")
     deployments = by_name(objects, "Deployment")
     all_workloads = [o for o in objects if o.get("kind") in {"Deployment", "Job"}]
@@ -36,6 +37,8 @@ def check_references(objects: Sequence[Manifest]) -> list[str]:
                 errors.append(
                     f"{describe(workload)}: ConfigMap {volume['configMap']['name']} is not rendered"
                 )
+            if "secret" in volume and volume["secret"].get("secretName") not in secrets:
+                errors += _external_secret_volume(workload, volume["secret"])
             claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
             if claim and claim not in claims:
                 errors.append(
@@ -69,6 +72,23 @@ def check_references(objects: Sequence[Manifest]) -> list[str]:
             )
     errors += _operator_references(objects)
     return errors
+
+
+def _external_secret_volume(workload: Manifest, source: Manifest) -> list[str]:
+    """A Secret volume of a Secret the target does not render: one of the operator-provided
+    Secrets, and only keys its example file documents."""
+    name = str(source.get("secretName"))
+    documented = external_secret(name)
+    if documented is None:
+        return [
+            f"{describe(workload)}: volume Secret {name} is neither rendered nor one of the "
+            f"documented operator-provided Secrets ({', '.join(sorted(EXTERNAL_SECRETS))})"
+        ]
+    return [
+        f"{describe(workload)}: volume Secret {name} has no documented key {item['key']}"
+        for item in source.get("items") or []
+        if item["key"] not in documented
+    ]
 
 
 def _operator_references(objects: Sequence[Manifest]) -> list[str]:
@@ -110,11 +130,7 @@ def _operator_references(objects: Sequence[Manifest]) -> list[str]:
         for key, value in ((spec.get("configuration") or {}).get("users") or {}).items():
             if isinstance(value, dict):
                 ref = value["valueFrom"]["secretKeyRef"]
-                keys = (
-                    read_env_file(EXTERNAL_SECRETS[ref["name"]])
-                    if ref["name"] in EXTERNAL_SECRETS
-                    else None
-                )
+                keys = external_secret(ref["name"])
                 if keys is None or ref["key"] not in keys:
                     errors.append(f"{label}: user setting {key} reads an undocumented Secret key")
     # The URLs mcpd is given must name what the operators create.

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import copy
 import re
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from mcpd.auth.keys_file import load_keys_file
 from scripts import deploy_checks as cd
 
 Manifest = dict[str, Any]
@@ -23,6 +25,8 @@ Rendered = Callable[[str], list[Manifest]]
 
 TARGETS = ("base", "overlays/embedded", "overlays/postgres", "overlays/production")
 PROTOS = cd.ROOT / "protos"
+KEYS_PATH = "/etc/mcpd-keys/keys.toml"
+KEYS_EXAMPLE = cd.KUBERNETES / "base" / "keys.example.toml"
 
 
 @pytest.fixture(scope="module")
@@ -238,6 +242,45 @@ def test_embedded_is_one_pod_on_sqlite_and_a_volume(rendered: Rendered) -> None:
     assert config["data"]["MCPD_STORAGE_BACKEND"] == "sqlite"
 
 
+def test_every_grpc_server_mounts_the_keys_secret(rendered: Rendered) -> None:
+    for target in TARGETS:
+        objects = rendered(target)
+        serving = set()
+        for workload in cd.workloads(objects):
+            for container in containers(workload):
+                label = f"{target}: {cd.describe(workload)}: {container['name']}"
+                env = cd.container_environment(container, objects).values
+                mounted = cd.mounted_file(workload, container, KEYS_PATH)
+                if not cd.serves_grpc(workload, container):
+                    # The gateway forwards credentials; `mcpd migrate` authenticates nobody.
+                    assert "MCPD_SECURITY_KEYS_FILE" not in env, label
+                    assert mounted is None, label
+                    continue
+                serving.add(cd.role_of(workload))
+                assert env["MCPD_SECURITY_KEYS_FILE"] == KEYS_PATH, label
+                assert mounted == cd.MountedFile("secret", "mcpd-keys", "keys.toml", True, 0o440)
+                assert cd.pod_spec(workload)["securityContext"]["fsGroup"] == 10001
+        expected = {cd.ALL_IN_ONE} if target == "overlays/embedded" else set(cd.GRPC_ROLES)
+        assert serving == expected, target
+
+
+def test_keys_secret_is_documented_by_an_example_mcpd_accepts() -> None:
+    assert cd.KEYS_SECRET == "mcpd-keys"
+    assert cd.EXTERNAL_SECRETS["mcpd-keys"] == KEYS_EXAMPLE
+    documented = cd.external_secret("mcpd-keys")
+    assert documented is not None
+    assert list(documented) == ["keys.toml"]
+    assert load_keys_file(KEYS_EXAMPLE)
+    entries = tomllib.loads(documented["keys.toml"])["keys"]
+    assert all("digest" in entry and "secret" not in entry for entry in entries)
+    text = KEYS_EXAMPLE.read_text(encoding="utf-8")
+    assert 'printf %s "$SECRET" | sha256sum' in text
+    assert "--from-file=keys.toml=./keys.toml" in text
+    # No kustomization references it: check_raw_files looks at every `*.example.*` file.
+    assert KEYS_EXAMPLE.match("*.example.*")
+    assert cd.check_raw_files()[1] == []
+
+
 # --- the checker catches mistakes -------------------------------------------------------------
 
 
@@ -363,3 +406,100 @@ def test_dockerfile_mistakes_are_caught() -> None:
     assert any("excludes cli" in e for e in errors), errors
     errors = cd.check_dockerfile_text(dockerfile, ignore, roots | {"sdk"})
     assert any("sdk is not copied" in e for e in errors), errors
+
+
+def test_grpc_server_without_keys_is_caught(rendered: Rendered) -> None:
+    objects = rendered("base")
+    query = cd.main_container(find(objects, "Deployment", "query"))
+    query["env"] = [var for var in query["env"] if var["name"] != "MCPD_SECURITY_KEYS_FILE"]
+    ingest = cd.main_container(find(objects, "Deployment", "ingest"))
+    ingest["volumeMounts"] = [m for m in ingest["volumeMounts"] if m["name"] != "keys"]
+    errors = cd.check_api_keys(objects)
+    assert any(
+        "Deployment/query: container mcpd" in e and "without a keys file" in e for e in errors
+    ), errors
+    assert any("Deployment/ingest" in e and "is not mounted" in e for e in errors), errors
+    assert all("gateway" not in e and "migrate" not in e for e in errors), errors
+    embedded = rendered("overlays/embedded")
+    pod = cd.main_container(find(embedded, "Deployment", "mcpd"))
+    pod["env"] = [var for var in pod["env"] if var["name"] != "MCPD_SECURITY_KEYS_FILE"]
+    errors = cd.check_api_keys(embedded)
+    assert any("Deployment/mcpd" in e and "without a keys file" in e for e in errors), errors
+    assert cd.check_objects(embedded), "check_objects runs check_api_keys"
+
+
+def test_loopback_only_grpc_server_needs_no_keys(rendered: Rendered) -> None:
+    objects = rendered("base")
+    container = cd.main_container(find(objects, "Deployment", "query"))
+    container["env"] = [
+        *(var for var in container["env"] if var["name"] != "MCPD_SECURITY_KEYS_FILE"),
+        {"name": "MCPD_GRPC_ADDR", "value": "127.0.0.1:50051"},
+    ]
+    assert cd.check_api_keys(objects) == []
+
+
+def test_weak_keys_mount_is_caught(rendered: Rendered) -> None:
+    objects = rendered("overlays/production")
+    query = find(objects, "Deployment", "query")
+    volumes = {v["name"]: v for v in cd.pod_spec(query)["volumes"]}
+    volumes["keys"]["secret"]["defaultMode"] = 0o644
+    for mount in cd.main_container(query)["volumeMounts"]:
+        if mount["name"] == "keys":
+            del mount["readOnly"]
+    ingest = find(objects, "Deployment", "ingest")
+    del cd.pod_spec(ingest)["securityContext"]["fsGroup"]
+    ingest_volumes = {v["name"]: v for v in cd.pod_spec(ingest)["volumes"]}
+    ingest_volumes["keys"]["secret"]["defaultMode"] = 0o400
+    evaluation = find(objects, "Deployment", "evaluation")
+    config = next(v for v in cd.pod_spec(evaluation)["volumes"] if v["name"] == "config")
+    for mount in cd.main_container(evaluation)["volumeMounts"]:
+        if mount["name"] == "keys":
+            mount["name"] = "config"
+    errors = cd.check_api_keys(objects)
+    assert any("Deployment/query" in e and "readOnly" in e for e in errors), errors
+    assert any("Deployment/query" in e and "mode 0644" in e for e in errors), errors
+    assert any("Deployment/ingest" in e and "mode 0400" in e for e in errors), errors
+    assert any("Deployment/ingest" in e and "fsGroup" in e for e in errors), errors
+    assert any(
+        "Deployment/evaluation" in e and f"configMap {config['configMap']['name']}" in e
+        for e in errors
+    ), errors
+
+
+def test_undocumented_keys_secret_is_caught(rendered: Rendered) -> None:
+    objects = rendered("base")
+    query = {v["name"]: v for v in cd.pod_spec(find(objects, "Deployment", "query"))["volumes"]}
+    query["keys"]["secret"]["secretName"] = "mcpd-keyz"
+    ingest = {v["name"]: v for v in cd.pod_spec(find(objects, "Deployment", "ingest"))["volumes"]}
+    ingest["keys"]["secret"]["items"][0]["key"] = "keys.yaml"
+    errors = cd.check_references(objects)
+    assert any("Deployment/query" in e and "Secret mcpd-keyz" in e for e in errors), errors
+    assert any("Deployment/ingest" in e and "no documented key keys.yaml" in e for e in errors)
+    errors = cd.check_api_keys(objects)
+    assert any("Deployment/query" in e and "Secret mcpd-keyz" in e for e in errors), errors
+    assert any("Deployment/ingest" in e and "no documented key keys.yaml" in e for e in errors)
+
+
+def test_keys_example_mcpd_refuses_is_caught(
+    rendered: Rendered, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    example = tmp_path / "keys.example.toml"
+    example.write_text(
+        '[[keys]]\nname = "collector"\nscope = "ingest"\nproject = "shop"\n'
+        'digest = "sha256:not-hex"\n',
+        encoding="utf-8",
+    )
+    monkeypatch.setitem(cd.EXTERNAL_SECRETS, "mcpd-keys", example)
+    errors = cd.check_api_keys(rendered("base"))
+    assert any("refuses the documented example" in e and "digest" in e for e in errors), errors
+
+
+def test_referenced_keys_example_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "keys.example.toml").write_text("[[keys]]\n", encoding="utf-8")
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "configMapGenerator:\n  - name: keys\n    files: [keys.toml=keys.example.toml]\n",
+        encoding="utf-8",
+    )
+    _, errors = cd.check_raw_files(tmp_path)
+    assert any("keys.example.toml, an example only" in e for e in errors), errors
