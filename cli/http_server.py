@@ -20,7 +20,11 @@ class _EmbeddedUvicorn(uvicorn.Server):
 
 
 class HttpServer:
-    """An async context manager serving `app` on host:port until the context exits."""
+    """An async context manager serving `app` on host:port until the context exits.
+
+    The app's lifespan runs (the MCP endpoint's session manager lives in it): its startup
+    completes before the port is bound, and its shutdown runs after the last connection closed.
+    """
 
     def __init__(self, app: ASGIApp, address: str) -> None:
         host, _, port = address.rpartition(":")
@@ -30,7 +34,10 @@ class HttpServer:
             port=int(port),
             log_config=None,
             access_log=False,
-            lifespan="off",
+            lifespan="on",
+            # The gateway is the edge: the client address is the socket's, never a header's
+            # (per-address login throttling must not be spoofable).
+            proxy_headers=False,
             timeout_graceful_shutdown=5,
         )
         self._address = address
@@ -45,12 +52,14 @@ class HttpServer:
 
     async def __aenter__(self) -> HttpServer:
         # Start in the caller's task so a port already in use fails `mcpd serve` at once;
-        # uvicorn reports a failed bind by raising SystemExit.
+        # uvicorn reports a failed bind, and a failed app startup, by raising SystemExit.
         self._server.config.load()
         self._server.lifespan = self._server.config.lifespan_class(self._server.config)
         try:
             await self._server.startup()
         except SystemExit as exc:
+            if self._server.lifespan.should_exit:
+                raise OSError(f"the HTTP app on {self._address} failed to start") from exc
             raise OSError(f"cannot listen on {self._address}") from exc
         self._task = asyncio.create_task(self._server.main_loop())
         return self

@@ -1,4 +1,4 @@
-"""The `mcpd` command line: serve, migrate, config show, version."""
+"""The `mcpd` command line: serve, migrate, import, mcp, config show, version."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from cli import import_cmd
 from cli import roles as role_table
 from mcpd.runtime.config import Settings, load_settings, render_settings
 from mcpd.runtime.errors import McpdError
@@ -36,6 +37,21 @@ def _parser() -> argparse.ArgumentParser:
     config_commands = config.add_subparsers(dest="config_command", required=True)
     config_commands.add_parser("show", help="print the effective configuration (secrets masked)")
     commands.add_parser("version", help="print the version")
+    import_cmd.add_parser(commands)
+    mcp = commands.add_parser(
+        "mcp",
+        help="serve the session-search tools over stdio (MCP), for agent clients",
+        description="An MCP server on stdin/stdout. It forwards to a running daemon "
+        "(query_addr) and runs embedded, reading the data directory, when none answers.",
+    )
+    mcp.add_argument("--key", help=f"API key sent to the daemon (default ${API_KEY_ENV})")
+    mcp.add_argument("--project", default="", help="project selector (default: the key's)")
+    mcp.add_argument(
+        "--mode",
+        choices=("auto", "daemon", "embedded"),
+        default="auto",
+        help="auto (default): the daemon if one answers within 1 s, else embedded",
+    )
     return parser
 
 
@@ -56,6 +72,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _migrate(settings, check=args.check)
         case "serve":
             return _serve(settings, [args.service] if args.service else list(role_table.ROLES))
+        case "import":
+            return import_cmd.run(settings, args)
+        case "mcp":
+            return _mcp(settings, key=args.key, project=args.project, mode=args.mode)
+    return 0
+
+
+API_KEY_ENV = "MCPD_API_KEY"
+
+
+def _mcp(settings: Settings, *, key: str | None, project: str, mode: str) -> int:
+    from cli.mcp_stdio import DaemonUnavailableError, StdioOptions, serve_stdio
+
+    # stdout carries MCP messages: every log line goes to stderr.
+    configure_logging(settings.log_level, settings.log_format)
+    logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
+    # The key is read here, at the edge, like OTEL_EXPORTER_OTLP_ENDPOINT for serve.
+    key = key or os.environ.get(API_KEY_ENV) or None
+    if key is not None and (not key.isascii() or not key.isprintable() or " " in key):
+        print("mcpd mcp: the API key must be printable ASCII without spaces", file=sys.stderr)
+        return 2
+    options = StdioOptions(key=key, project=project.strip(), mode=mode)
+    try:
+        asyncio.run(serve_stdio(settings, options))
+    except (McpdError, OSError, DaemonUnavailableError) as exc:
+        print(f"mcpd mcp: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
     return 0
 
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+import os
+import secrets
+import tempfile
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from pathlib import Path
 
 import grpc
 
@@ -16,8 +22,12 @@ import services.query
 from mcpd.auth.throttle import LoginThrottle
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.config import Settings
+from mcpd.runtime.errors import FailedPrecondition
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.storage import Stores
+from services.ingest.transcripts.registry import harnesses
+from services.ingest.transcripts.sources import resolve_sources
+from services.query.sessions import SessionTools
 
 # Finds the channel to the process serving a proto service, by the service's full name.
 ChannelFor = Callable[[str], grpc.aio.Channel]
@@ -63,6 +73,7 @@ def registrations(
                     storage=stores.trace.backend,
                     signup=security.signup,
                     clock=clock,
+                    sessions=session_tools(stores, settings, clock=clock),
                 )
                 throttle = LoginThrottle(
                     clock,
@@ -88,3 +99,74 @@ def registrations(
             case _:
                 raise ValueError(f"unknown role {role!r}")
     return found
+
+
+CURSOR_KEY_FILE = "mcp-cursor.key"
+CURSOR_KEY_BYTES = 32
+
+
+def session_tools(
+    stores: Stores, settings: Settings, *, clock: Clock, probe_filesystem: bool | None = None
+) -> SessionTools:
+    """The MCP session-search tools over this process's session read model.
+
+    `probe_filesystem` (file_attention looking for Git boundaries on this machine) defaults to
+    whether this process listens on loopback only, i.e. shares its callers' filesystem.
+    """
+    if probe_filesystem is None:
+        probe_filesystem = is_loopback_address(settings.grpc_addr)
+    return SessionTools(
+        stores.sessions,
+        clock=clock,
+        cursor_key=cursor_key(settings.data_dir),
+        sources=session_sources(settings),
+        probe_filesystem=probe_filesystem,
+    )
+
+
+def session_sources(settings: Settings) -> list[str]:
+    """The names of the configured transcript sources (what the tool descriptions list)."""
+    resolved = resolve_sources(settings.sessions, home=Path.home(), harnesses=harnesses())
+    return [source.name for source in resolved]
+
+
+def is_loopback_address(address: str) -> bool:
+    """Whether `host:port` names a loopback host (127.0.0.0/8, ::1, localhost)."""
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def cursor_key(data_dir: Path) -> bytes:
+    """The secret that signs `open` cursors: 32 random bytes made once per data directory.
+
+    Kept in `data_dir/mcp-cursor.key` (mode 0600), so cursors survive restarts and `mcpd mcp`
+    (embedded) signs them like the daemon. Written to a temporary file and hard-linked into
+    place, so concurrent first starts agree on one key and nobody reads a half-written file.
+    Replicas that share a database but not a data directory must share this file too, or a
+    cursor from one replica is refused (invalid_request: reopen the id) by the next.
+    """
+    path = data_dir / CURSOR_KEY_FILE
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=data_dir, prefix=f".{CURSOR_KEY_FILE}.")
+        try:
+            with os.fdopen(handle, "wb") as file:  # mkstemp made it with mode 0600
+                file.write(secrets.token_bytes(CURSOR_KEY_BYTES))
+                file.flush()
+                os.fsync(file.fileno())
+            with contextlib.suppress(FileExistsError):  # another process was first: use theirs
+                os.link(temporary, path)
+        finally:
+            os.unlink(temporary)
+    key = path.read_bytes()
+    if len(key) < CURSOR_KEY_BYTES:
+        raise FailedPrecondition(
+            f"{path} holds {len(key)} bytes; a cursor key needs {CURSOR_KEY_BYTES} "
+            "(delete the file to make a new one: open cursors issued so far stop working)"
+        )
+    return key

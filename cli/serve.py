@@ -8,6 +8,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 import grpc
 
@@ -16,6 +17,7 @@ from cli.http_server import HttpServer
 from cli.security import build_security
 from cli.security import describe as describe_security
 from gateway.app import create_app
+from gateway.mcp.catalog import ToolCatalog
 from mcpd.runtime.channels import open_channel
 from mcpd.runtime.clock import SystemClock
 from mcpd.runtime.config import Settings
@@ -58,16 +60,33 @@ async def serve(settings: Settings, roles: Sequence[str]) -> None:
                 )
             )
             grpc_address = _local_address(settings.grpc_addr, server.port)
+            if "ingest" in roles:
+                # After the gRPC server, so on shutdown tailing stops before it drains.
+                banner.append(await _tail_transcripts(stack, settings, stores, clock))
         http_address = None
         if "gateway" in roles:
             channel_for = await _peer_channels(stack, settings, roles, grpc_address)
-            app = create_app(channel_for, default_deadline_s=settings.gateway.default_deadline_s)
+            # The MCP tool descriptions name the transcript sources this deployment reads.
+            app = create_app(
+                channel_for,
+                default_deadline_s=settings.gateway.default_deadline_s,
+                mcp_tools=ToolCatalog.for_sources(role_table.session_sources(settings)),
+            )
             http = await stack.enter_async_context(HttpServer(app, settings.http_addr))
             http_address = _local_address(settings.http_addr, http.port)
         _announce(roles, stores, grpc_address, http_address, banner)
         await stop.wait()
         log.info("stopping", extra={"roles": list(roles)})
     log.info("stopped")
+
+
+async def _tail_transcripts(
+    stack: AsyncExitStack, settings: Settings, stores: Stores, clock: SystemClock
+) -> str:
+    from cli.transcripts import start_transcript_tailing
+
+    # The home directory (where agents write transcripts) is read here, at the edge.
+    return await start_transcript_tailing(stack, settings, stores, clock, home=Path.home())
 
 
 def _stop_on_signals() -> asyncio.Event:
@@ -134,6 +153,7 @@ def _announce(
     if http is not None:
         lines += [
             f"  REST       http://{http}/v1/api",
+            f"  MCP        http://{http}/mcp",
             f"  OpenAPI    http://{http}/v1/api/openapi.json",
             f"  health     http://{http}/healthz",
         ]

@@ -1,8 +1,10 @@
-"""The gateway's ASGI app: REST (with /healthz and OpenAPI) now; OTLP/HTTP and MCP later."""
+"""The gateway's ASGI app: REST (with /healthz and OpenAPI) and MCP (Streamable HTTP at /mcp)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -10,8 +12,10 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount
+from starlette.routing import BaseRoute, Mount, Route
 
+from gateway.mcp import MCP_PATH, McpHttpEndpoint, ToolCatalog, UpstreamTools, build_server
+from gateway.mcp import caller_from_request as mcp_caller
 from gateway.rest import errors
 from gateway.rest.catalog import load_rpcs
 from gateway.rest.comments import load_comments
@@ -30,6 +34,7 @@ def create_app(
     default_deadline_s: float = 30.0,
     max_deadline_s: float = MAX_DEADLINE_S,
     max_body_bytes: int = MAX_BODY_BYTES,
+    mcp_tools: ToolCatalog | None = None,
 ) -> Starlette:
     """The gateway app.
 
@@ -40,6 +45,11 @@ def create_app(
     `default_deadline_s` upstream unless an `X-Mcpd-Timeout` header (capped at `max_deadline_s`)
     says otherwise. The descriptors are read and the routes built here, so a proto annotation
     the gateway cannot serve fails at start.
+
+    `/mcp` serves the session-search tools of `mcp_tools` (default: the tools' catalogue with no
+    transcript sources named) over Streamable HTTP, forwarding each call to the query service
+    with the caller's `Authorization`. The MCP endpoint runs in the app's lifespan, so the
+    server must run it (uvicorn `lifespan="on"`).
     """
     rpcs = load_rpcs()
     openapi_document = functools.cache(
@@ -59,16 +69,32 @@ def create_app(
         max_body_bytes=max_body_bytes,
         endpoints=[("GET", OPENAPI_PATH, openapi)],
     )
+    mcp = McpHttpEndpoint(
+        build_server(
+            mcp_tools if mcp_tools is not None else ToolCatalog.for_sources(()),
+            UpstreamTools(channel_for, deadline_s=default_deadline_s),
+            caller_of=mcp_caller,
+        )
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with mcp.run():
+            yield
+
     routes: list[BaseRoute] = [
-        # /mcp (a Mount: Streamable HTTP uses several methods) goes before this catch-all. Plain
+        # /mcp, every method (an ASGI app as a Route endpoint): before the catch-all. Plain
         # endpoints such as the OTLP/HTTP receivers (POST /v1/traces, /v1/logs, /v1/metrics) are
         # best registered with the transcoder, like the OpenAPI document above, so they get the
         # same 404/405 handling: a method-restricted Starlette Route placed here would only
         # partially match a wrong method and fall through to the transcoder's 404. The
         # transcoder answers everything else, so every error has the one body shape.
+        Route(MCP_PATH, endpoint=mcp),
         Mount("", app=rest),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: _http_exception})
+    return Starlette(
+        routes=routes, exception_handlers={HTTPException: _http_exception}, lifespan=lifespan
+    )
 
 
 _OWN_PATHS = {

@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
 import grpc
+from google.protobuf.struct_pb2 import Struct
 
+from mcpd import codec
 from mcpd.model.v1 import query_pb2
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
 from mcpd.runtime.servicers import pending_rpcs
 from mcpd.storage.records import AuditPage
 from services.query.health import HealthReporter
+from services.query.sessions.envelope import ToolResult, failure
+from services.query.sessions.errors import INTERNAL_ERROR, ToolError
+from services.query.sessions.paths import LaunchContext
+
+log = logging.getLogger("mcpd.query")
 
 
 class CapabilitySource(Protocol):
@@ -30,6 +40,36 @@ class AuditLog(Protocol):
         ...
 
 
+class SessionToolSet(Protocol):
+    """The four MCP session-search tools (`services.query.sessions.SessionTools`)."""
+
+    async def search_sessions(self, project: str, arguments: Mapping[str, Any]) -> ToolResult:
+        """search_sessions: the success or error envelope."""
+        ...
+
+    async def open(self, project: str, arguments: Mapping[str, Any]) -> ToolResult:
+        """open: the success or error envelope."""
+        ...
+
+    async def list_sessions(self, project: str, arguments: Mapping[str, Any]) -> ToolResult:
+        """list_sessions: the success or error envelope."""
+        ...
+
+    async def file_attention(
+        self, project: str, arguments: Mapping[str, Any], *, launch: LaunchContext | None = None
+    ) -> ToolResult:
+        """file_attention: the success or error envelope; `launch` is the client's launch
+        directory (without it, scope=project fails closed)."""
+        ...
+
+
+LAUNCH_METADATA = "x-mcpd-launch-bin"
+"""Request metadata: the MCP client's launch context, as UTF-8 JSON
+`{"cwd": ..., "git_root": ..., "git_common_dir": ...}` (a `-bin` key: paths need not be ASCII).
+`mcpd mcp` sends it, so file_attention resolves relative paths and scope=project from where
+the agent runs even when a daemon answers. It only narrows a search; it grants nothing."""
+
+
 DEFAULT_AUDIT_PAGE = 100
 
 
@@ -37,10 +77,17 @@ DEFAULT_AUDIT_PAGE = 100
 class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
     """Reads of stored signals. Storage calls are blocking, so they run in worker threads."""
 
-    def __init__(self, store: CapabilitySource, audit: AuditLog, health: HealthReporter) -> None:
+    def __init__(
+        self,
+        store: CapabilitySource,
+        audit: AuditLog,
+        health: HealthReporter,
+        sessions: SessionToolSet,
+    ) -> None:
         self._store = store
         self._audit = audit
         self._health = health
+        self._sessions = sessions
 
     async def GetHealth(
         self,
@@ -79,3 +126,92 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         if page.next_cursor is not None:
             answer.page.next_cursor = page.next_cursor
         return answer
+
+    # The session tools answer in-band: a rejected request is an error envelope with
+    # is_error, not a gRPC error, so MCP and REST callers get the spec's envelope either way.
+    # The auth interceptor has resolved request.project; arguments cross as a Struct, and
+    # codec.encode gives integral numbers back as integers.
+
+    async def SearchSessions(
+        self,
+        request: query_service_pb2.SessionToolRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.SessionToolRequest, query_service_pb2.SessionToolResponse
+        ],
+    ) -> query_service_pb2.SessionToolResponse:
+        result = await self._sessions.search_sessions(
+            request.project, codec.encode(request.arguments)
+        )
+        return _tool_response("search_sessions", result)
+
+    async def Open(
+        self,
+        request: query_service_pb2.SessionToolRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.SessionToolRequest, query_service_pb2.SessionToolResponse
+        ],
+    ) -> query_service_pb2.SessionToolResponse:
+        result = await self._sessions.open(request.project, codec.encode(request.arguments))
+        return _tool_response("open", result)
+
+    async def ListSessions(
+        self,
+        request: query_service_pb2.SessionToolRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.SessionToolRequest, query_service_pb2.SessionToolResponse
+        ],
+    ) -> query_service_pb2.SessionToolResponse:
+        result = await self._sessions.list_sessions(
+            request.project, codec.encode(request.arguments)
+        )
+        return _tool_response("list_sessions", result)
+
+    async def FileAttention(
+        self,
+        request: query_service_pb2.SessionToolRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.SessionToolRequest, query_service_pb2.SessionToolResponse
+        ],
+    ) -> query_service_pb2.SessionToolResponse:
+        result = await self._sessions.file_attention(
+            request.project,
+            codec.encode(request.arguments),
+            launch=_launch_context(context.invocation_metadata()),
+        )
+        return _tool_response("file_attention", result)
+
+
+def _launch_context(metadata: Iterable[tuple[str, str | bytes]] | None) -> LaunchContext | None:
+    raw = next((value for key, value in metadata or () if key == LAUNCH_METADATA), None)
+    if not isinstance(raw, bytes):
+        return None
+    try:
+        fields = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        fields = None
+    cwd = fields.get("cwd") if isinstance(fields, dict) else None
+    if not isinstance(cwd, str) or not cwd:
+        log.warning("ignoring malformed %s metadata", LAUNCH_METADATA)
+        return None
+    git_root, common_dir = fields.get("git_root"), fields.get("git_common_dir")
+    return LaunchContext(
+        cwd,
+        git_root if isinstance(git_root, str) and git_root else None,
+        common_dir if isinstance(common_dir, str) and common_dir else None,
+    )
+
+
+def _tool_response(tool: str, result: ToolResult) -> query_service_pb2.SessionToolResponse:
+    try:
+        envelope = codec.decode(result.envelope, Struct, path="envelope")
+    except codec.CodecError as exc:
+        # An answer a Struct cannot carry (JSON nested past the codec's limit) is our failure,
+        # not the caller's: an internal_error envelope, never INVALID_ARGUMENT.
+        log.error("%s: the envelope cannot cross gRPC: %s", tool, exc.message)
+        elapsed = result.envelope.get("performance", {}).get("elapsed_ms", 0)
+        error = ToolError(INTERNAL_ERROR, f"{tool} produced an answer that cannot be sent")
+        fallback = failure(tool, result.envelope.get("request", {}), error, elapsed)
+        return query_service_pb2.SessionToolResponse(
+            envelope=codec.decode(fallback.envelope, Struct), is_error=True
+        )
+    return query_service_pb2.SessionToolResponse(envelope=envelope, is_error=result.is_error)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,23 @@ class SecuritySettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SessionsSettings:
+    """`[sessions]`: coding-agent transcripts tailed into the session read model.
+
+    `sources` names the standard sources to watch, comma-separated (`codex,claude`); `auto` is
+    every standard source whose directory exists, empty is none. `sources_file` is a TOML file
+    of custom sources (`[[sources]]` with `name`, `harness`, `glob`, `enabled`). Sessions land in
+    `project`, or in `security.local_project` when it is empty.
+    """
+
+    enabled: bool = True
+    sources: str = "auto"
+    sources_file: Path | None = None
+    project: str = ""
+    rescan_interval_s: float = 30.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     """The effective configuration of one mcpd process.
 
@@ -129,6 +147,7 @@ class Settings:
     grpc: GrpcSettings = dataclasses.field(default_factory=GrpcSettings)
     gateway: GatewaySettings = dataclasses.field(default_factory=GatewaySettings)
     security: SecuritySettings = dataclasses.field(default_factory=SecuritySettings)
+    sessions: SessionsSettings = dataclasses.field(default_factory=SessionsSettings)
 
     def __post_init__(self) -> None:
         for name in PEER_ADDRESS_KEYS:
@@ -150,6 +169,7 @@ _SECTIONS: Mapping[str, type] = {
     "grpc": GrpcSettings,
     "gateway": GatewaySettings,
     "security": SecuritySettings,
+    "sessions": SessionsSettings,
 }
 
 
@@ -317,6 +337,7 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
         raise fail("security.login_window_s", "must be a finite positive number of seconds")
     if not security.local_project.strip():
         raise fail("security.local_project", "must not be empty")
+    _validate_sessions(settings.sessions, fail)
     for name, url, schemes in (
         ("postgres_url", storage.postgres_url, _POSTGRES_SCHEMES),
         ("clickhouse_url", storage.clickhouse_url, _CLICKHOUSE_SCHEMES),
@@ -335,6 +356,27 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
             f"storage.{needed[0]}",
             f"must be set when storage.backend is {storage.backend} (set by {backend_source})",
         )
+
+
+_SOURCE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+
+
+def _validate_sessions(
+    sessions: SessionsSettings, fail: Callable[[str, str], InvalidArgument]
+) -> None:
+    if not (math.isfinite(sessions.rescan_interval_s) and sessions.rescan_interval_s > 0):
+        raise fail("sessions.rescan_interval_s", "must be a finite positive number of seconds")
+    if sessions.project and not sessions.project.strip():
+        raise fail("sessions.project", "must not be blank (leave it empty for the local project)")
+    names = [name.strip() for name in sessions.sources.split(",")] if sessions.sources else []
+    if "auto" in names and len(names) > 1:
+        raise fail("sessions.sources", "'auto' cannot be combined with source names")
+    for name in names:
+        if not _SOURCE_NAME.fullmatch(name):
+            raise fail(
+                "sessions.sources",
+                f"expected comma-separated source names (a-z, 0-9, '-', '.', '_'), got {name!r}",
+            )
 
 
 def render_settings(settings: Settings) -> str:

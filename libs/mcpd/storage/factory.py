@@ -5,6 +5,11 @@
 and control stores live on PostgreSQL whenever `storage.postgres_url` is set, and otherwise in
 SQLite files under the data directory: they are small, transactional and the same on every
 deployment, and PostgreSQL is their scale-out path. Every store is migrated on open.
+
+The session read model (`Stores.sessions`) lives in the trace store's database: on SQLite it
+searches with a tantivy index under `<data_dir>/search/events`, reconciled with the database on
+open; on PostgreSQL with its full-text search. The ClickHouse backend has no session store yet:
+its `sessions` raises Unimplemented on every call.
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Protocol
 
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.errors import InvalidArgument, Unavailable
+from mcpd.sessions.store import SessionStore
 from mcpd.storage.clickhouse.executor import open_executor
 from mcpd.storage.clickhouse.store import ClickHouseTraceStore
 from mcpd.storage.interfaces import ControlStore, RunStore, TraceStore
@@ -30,6 +37,8 @@ from mcpd.storage.sql.engine import (
     create_sqlite_engine,
     postgres_url,
 )
+from mcpd.storage.sql.sessions import SqlSessionStore
+from mcpd.storage.sql.sessions.unsupported import UnsupportedSessionStore
 from mcpd.storage.sql.stores import SqlRunStore, SqlTraceStore
 
 BACKENDS = ("sqlite", "postgres", "clickhouse")
@@ -41,15 +50,27 @@ CLICKHOUSE_SETTING = "storage.clickhouse_url"
 TRACE_DB = "trace.db"
 RUN_DB = "run.db"
 CONTROL_DB = "control.db"
+# The embedded session search index, under the data directory.
+SESSION_INDEX_DIR = Path("search") / "events"
+
+
+class ClosableSessionStore(SessionStore, Protocol):
+    """A SessionStore that holds something to release (the search index's writer)."""
+
+    def close(self) -> None:
+        """Release it. Idempotent."""
+        ...
 
 
 @dataclass
 class Stores:
-    """The three stores of one process. A context manager: leaving it closes all three."""
+    """The three stores of one process, and the session read model on the trace store's
+    database. A context manager: leaving it closes them all."""
 
     trace: TraceStore
     run: RunStore
     control: ControlStore
+    sessions: ClosableSessionStore
     _closed: bool = field(default=False, init=False, repr=False)
 
     def pending_migrations(self) -> dict[str, list[str]]:
@@ -70,6 +91,8 @@ class Stores:
             stack.callback(self.trace.close)
             stack.callback(self.run.close)
             stack.callback(self.control.close)
+            # First of all: the session store's index writer, before the trace engine goes.
+            stack.callback(self.sessions.close)
 
     def __enter__(self) -> Stores:
         return self
@@ -120,15 +143,21 @@ def open_stores(
     with ExitStack() as opened:
         # Anything opened before a failure is closed again by the ExitStack.
         trace: TraceStore
+        sessions: ClosableSessionStore
         if backend == "clickhouse":
             assert clickhouse_url is not None
             executor = open_executor(clickhouse_url)
             opened.callback(executor.close)
             trace = ClickHouseTraceStore(executor)
+            sessions = UnsupportedSessionStore(backend)
         else:
             trace_pg = pg_url if backend == "postgres" else None
-            trace = SqlTraceStore(_engine(trace_pg, data_dir / TRACE_DB, Synchronous.NORMAL))
+            sql_trace = SqlTraceStore(_engine(trace_pg, data_dir / TRACE_DB, Synchronous.NORMAL))
+            trace = sql_trace
             opened.callback(trace.close)
+            index_dir = data_dir / SESSION_INDEX_DIR if backend == "sqlite" else None
+            sessions = SqlSessionStore(sql_trace.engine, index_dir=index_dir)
+            opened.callback(sessions.close)
         run = SqlRunStore(_engine(pg_url, data_dir / RUN_DB, Synchronous.FULL))
         opened.callback(run.close)
         control = SqlControlStore(
@@ -142,8 +171,11 @@ def open_stores(
             (trace, _trace_setting(backend)),
         ):
             _connecting(store.migrate if migrate else store.pending_migrations, store, setting)
+        if migrate and isinstance(sessions, SqlSessionStore):
+            # A crash between a write's commit and its index update, or a deleted index.
+            sessions.reconcile_search_index()
         opened.pop_all()
-    return Stores(trace=trace, run=run, control=control)
+    return Stores(trace=trace, run=run, control=control, sessions=sessions)
 
 
 def _parse_postgres_url(url: str) -> URL:

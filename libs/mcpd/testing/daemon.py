@@ -184,7 +184,8 @@ class DaemonProcess:
     def environment(self) -> dict[str, str]:
         """The daemon's environment: ours without ``MCPD_*`` and ``OTEL_*`` (so a shell's settings
         neither redirect the daemon nor make it export its own telemetry), then its addresses and
-        data directory, then ``extra_env``."""
+        data directory (and no transcript sources unless ``extra_env`` sets ``HOME``), then
+        ``extra_env``."""
         env = {
             key: value
             for key, value in os.environ.items()
@@ -199,6 +200,10 @@ class DaemonProcess:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if "HOME" not in self.extra_env:
+            # Never tail the agent transcripts of the real home directory; a test that wants
+            # tailing points HOME at a home of its own.
+            env["MCPD_SESSIONS_SOURCES"] = ""
         env.update(self.extra_env)
         return env
 

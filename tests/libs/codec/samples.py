@@ -16,7 +16,7 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
-from google.protobuf.struct_pb2 import Value
+from google.protobuf.struct_pb2 import Struct, Value
 
 import mcpd
 
@@ -89,6 +89,9 @@ def _fill_message(target: Message, variant: int, depth: int) -> None:
     elif name == "google.protobuf.Value":
         assert isinstance(target, Value)
         _set_json(target, json_sample(variant))
+    elif name == "google.protobuf.Struct":
+        assert isinstance(target, Struct)
+        target.update({"variant": variant, "sample": json_sample(variant)})
     else:
         fill(target, variant, depth)
 

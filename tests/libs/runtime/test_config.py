@@ -11,6 +11,7 @@ import pytest
 from mcpd.runtime.config import (
     GrpcSettings,
     LogFormat,
+    SessionsSettings,
     Settings,
     StorageBackend,
     env_var,
@@ -284,3 +285,69 @@ def test_security_settings_parse_booleans_from_file_and_environment(tmp_path: Pa
     config.write_text("[security]\nsignup = 1\n")
     with pytest.raises(InvalidArgument, match="true or false"):
         load_settings(config_path=config, env={"HOME": str(tmp_path)})
+
+
+def test_sessions_defaults(home: Path) -> None:
+    sessions = load_settings(env=_env(home)).sessions
+    assert sessions == SessionsSettings()
+    assert sessions.enabled is True
+    assert sessions.sources == "auto"
+    assert sessions.sources_file is None
+    assert sessions.project == ""
+    assert sessions.rescan_interval_s == 30.0
+
+
+def test_sessions_settings_from_file_and_environment(home: Path, tmp_path: Path) -> None:
+    config = _write(
+        tmp_path / "conf" / "mcpd.toml",
+        "[sessions]\n"
+        "enabled = false\n"
+        'sources = "codex, claude"\n'
+        'sources_file = "sources.toml"\n'
+        'project = "agents"\n',
+    )
+    sessions = load_settings(
+        config_path=config, env=_env(home, MCPD_SESSIONS_RESCAN_INTERVAL_S="0.5")
+    ).sessions
+    assert sessions.enabled is False
+    assert sessions.sources == "codex, claude"
+    # Relative to the file, like every path in it.
+    assert sessions.sources_file == tmp_path / "conf" / "sources.toml"
+    assert sessions.project == "agents"
+    assert sessions.rescan_interval_s == 0.5
+    assert env_var("sessions.sources_file") == "MCPD_SESSIONS_SOURCES_FILE"
+    no_sources = load_settings(env=_env(home, MCPD_SESSIONS_SOURCES="")).sessions
+    assert no_sources.sources == ""
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "key"),
+    [
+        ("MCPD_SESSIONS_RESCAN_INTERVAL_S", "0", "sessions.rescan_interval_s"),
+        ("MCPD_SESSIONS_RESCAN_INTERVAL_S", "inf", "sessions.rescan_interval_s"),
+        ("MCPD_SESSIONS_RESCAN_INTERVAL_S", "soon", "sessions.rescan_interval_s"),
+        ("MCPD_SESSIONS_PROJECT", "   ", "sessions.project"),
+        ("MCPD_SESSIONS_SOURCES", "auto,codex", "sessions.sources"),
+        ("MCPD_SESSIONS_SOURCES", "codex,,claude", "sessions.sources"),
+        ("MCPD_SESSIONS_SOURCES", "Codex", "sessions.sources"),
+        ("MCPD_SESSIONS_ENABLED", "sometimes", "sessions.enabled"),
+    ],
+)
+def test_invalid_sessions_settings_name_the_key_and_variable(
+    home: Path, variable: str, value: str, key: str
+) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        load_settings(env=_env(home, **{variable: value}))
+    assert caught.value.field == key
+    assert variable in caught.value.message
+
+
+def test_sessions_section_renders_and_loads_back(home: Path, tmp_path: Path) -> None:
+    settings = load_settings(
+        env=_env(home, MCPD_SESSIONS_SOURCES="codex", MCPD_SESSIONS_RESCAN_INTERVAL_S="2")
+    )
+    text = render_settings(settings)
+    assert "[sessions]" in text
+    assert "# sources_file is not set" in text
+    config = _write(tmp_path / "rendered.toml", text)
+    assert load_settings(config_path=config, env=_env(home)) == settings

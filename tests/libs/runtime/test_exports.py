@@ -25,6 +25,7 @@ EXPECTED = [
     "RpcFailure",
     "SecuritySettings",
     "ServiceRegistration",
+    "SessionsSettings",
     "Settings",
     "StorageBackend",
     "StorageSettings",

@@ -30,6 +30,16 @@ TRACE_TABLES = {
     "themes",
     "facet_values",
 }
+# The session read model: in the SQL trace store only (ClickHouse sessions come later).
+SESSION_TABLES = {
+    "sessions",
+    "turns",
+    "events",
+    "file_touches",
+    "event_search",
+    "session_versions",
+}
+SQL_TRACE_TABLES = TRACE_TABLES | SESSION_TABLES
 RUN_TABLES = {
     "definitions",
     "runs",
@@ -48,25 +58,25 @@ CONTROL_TABLES = {
     "audit_log",
     "price_book",
 }
-EXPECTED_TABLES = {"trace": TRACE_TABLES, "run": RUN_TABLES, "control": CONTROL_TABLES}
+EXPECTED_TABLES = {"trace": SQL_TRACE_TABLES, "run": RUN_TABLES, "control": CONTROL_TABLES}
 # Every store's revisions, oldest first: what a fresh database has applied after `migrate`.
 REVISIONS = {
-    "trace": ["0001_initial"],
+    "trace": ["0001_initial", "0002_session_read_model"],
     "run": ["0001_initial"],
     "control": ["0001_initial", "0002_key_owner_audit_order"],
 }
 
 
 def test_trace_store_migrate_creates_every_table(trace_store: OpenedStore) -> None:
-    assert trace_store.table_names() & TRACE_TABLES == set()
+    clickhouse = trace_store.backend == "clickhouse"
+    tables = TRACE_TABLES if clickhouse else SQL_TRACE_TABLES
+    assert trace_store.table_names() & tables == set()
 
     applied = trace_store.store.migrate()
 
-    assert applied == ["0001_initial"]
-    version_table = "schema_migrations" if trace_store.backend == "clickhouse" else None
-    assert trace_store.table_names() == TRACE_TABLES | {
-        version_table or StoreName.TRACE.version_table
-    }
+    assert applied == (["0001_initial"] if clickhouse else REVISIONS["trace"])
+    version_table = "schema_migrations" if clickhouse else StoreName.TRACE.version_table
+    assert trace_store.table_names() == tables | {version_table}
 
 
 def test_trace_store_second_migrate_issues_no_ddl(trace_store: OpenedStore) -> None:
@@ -112,7 +122,7 @@ def test_three_stores_share_one_database(
         for store_class in (SqlTraceStore, SqlRunStore, SqlControlStore):
             assert store_class(engine).migrate() == []
         names = set(inspect(engine).get_table_names())
-        assert names == TRACE_TABLES | RUN_TABLES | CONTROL_TABLES | {
+        assert names == SQL_TRACE_TABLES | RUN_TABLES | CONTROL_TABLES | {
             store.version_table for store in StoreName
         }
         with engine.connect() as conn:

@@ -10,7 +10,8 @@ import enum
 
 from sqlalchemy import MetaData
 
-from mcpd.storage.sql.schema import control, run, trace
+# `sessions` adds the session read model's tables to the trace store's MetaData.
+from mcpd.storage.sql.schema import control, run, sessions, trace
 
 
 class StoreName(enum.StrEnum):
@@ -32,4 +33,4 @@ METADATA: dict[StoreName, MetaData] = {
     StoreName.CONTROL: control.metadata,
 }
 
-__all__ = ["METADATA", "StoreName", "control", "run", "trace"]
+__all__ = ["METADATA", "StoreName", "control", "run", "sessions", "trace"]

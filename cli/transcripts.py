@@ -1,0 +1,56 @@
+"""The ingest role's transcript tailing, wired for `mcpd serve`."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+from mcpd.runtime.clock import Clock
+from mcpd.runtime.config import Settings
+from mcpd.runtime.errors import Unimplemented
+from mcpd.storage import Stores
+from services.ingest.transcripts.checkpoints import CheckpointFile
+from services.ingest.transcripts.importer import Importer
+from services.ingest.transcripts.lock import IngestLock, ingest_lock_path
+from services.ingest.transcripts.registry import harnesses
+from services.ingest.transcripts.sources import resolve_sources
+from services.ingest.transcripts.tailer import Tailer
+
+CHECKPOINTS_FILE = Path("sessions") / "checkpoints.json"
+
+
+async def start_transcript_tailing(
+    stack: AsyncExitStack, settings: Settings, stores: Stores, clock: Clock, *, home: Path
+) -> str:
+    """Take the data directory's ingest lock and start tailing the `[sessions]` sources (unless
+    disabled), both released by `stack`; a line for the startup banner.
+
+    The lock is taken even when tailing is off: this process's session store is the index's one
+    writer either way, and `mcpd import` must not write beside it. Raises FailedPrecondition
+    when another process holds it, InvalidArgument for a bad source configuration.
+    """
+    lock = IngestLock(ingest_lock_path(settings.data_dir))
+    lock.acquire()
+    stack.callback(lock.release)
+    sessions = settings.sessions
+    if not sessions.enabled:
+        return "  sessions   transcript tailing off"
+    project = sessions.project or settings.security.local_project
+    try:
+        # A backend without a session store (ClickHouse, for now) refuses every call.
+        await asyncio.to_thread(stores.sessions.snapshot, project)
+    except Unimplemented as exc:
+        return f"  sessions   transcript tailing off: {exc.message}"
+    sources = resolve_sources(sessions, home=home, harnesses=harnesses())
+    importer = Importer(stores.sessions, project=project)
+    tailer = Tailer(
+        sources,
+        importer,
+        CheckpointFile(settings.data_dir / CHECKPOINTS_FILE),
+        interval_s=sessions.rescan_interval_s,
+        clock=clock,
+    )
+    await stack.enter_async_context(tailer)
+    names = ", ".join(source.name for source in sources) or "no sources"
+    return f"  sessions   tailing {names} (rescan every {sessions.rescan_interval_s:g} s)"

@@ -1,0 +1,127 @@
+"""MCP over Streamable HTTP at `/mcp`: stateless, JSON responses, credentials forwarded.
+
+Stateless: every POST is served on its own (no `Mcp-Session-Id`), so any gateway replica can
+answer any request and nothing needs session pinning. Responses are plain JSON (no SSE stream):
+the tools answer once and send nothing in between. The SDK's session manager needs a running
+task group; `run()` provides it and belongs in the app's lifespan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcp.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from gateway.mcp.server import Caller
+from gateway.rest.transcoder import CLIENT_ADDRESS_METADATA, FORWARDED_HEADERS
+from mcpd.runtime.errors import InvalidArgument
+
+MCP_PATH = "/mcp"
+
+PROJECT_HEADER = "x-mcpd-project"
+"""Request header: the project selector, for keys that reach several projects."""
+
+_LOOPBACK_NAMES = frozenset({"localhost"})
+
+
+def caller_from_request(request: Request | None) -> Caller:
+    """The `authorization` and W3C trace headers as gRPC metadata, the client's address as
+    `x-forwarded-for` (never relayed from the caller), and the `X-Mcpd-Project` selector."""
+    if request is None:
+        return Caller()
+    metadata: list[tuple[str, str | bytes]] = []
+    for name in FORWARDED_HEADERS:
+        value = request.headers.get(name)
+        if value is None:
+            continue
+        # gRPC metadata values are printable ASCII; grpc would refuse anything else mid-call.
+        if not value.isascii() or not value.isprintable():
+            raise InvalidArgument(f"{name}: header value must be printable ASCII", field=name)
+        metadata.append((name, value))
+    if request.client is not None:
+        metadata.append((CLIENT_ADDRESS_METADATA, request.client.host))
+    return Caller(tuple(metadata), request.headers.get(PROJECT_HEADER, "").strip())
+
+
+class McpHttpEndpoint:
+    """The ASGI app answering `/mcp`.
+
+    Only POST is served: stateless, there is no session to DELETE, and a GET stream would
+    stay open with nothing ever to deliver, so both answer 405 (which the spec allows).
+
+    DNS-rebinding guard: a request that reached a loopback address and carries an `Origin`
+    (browsers always send one on POST) is refused unless that origin is itself loopback, so a
+    web page cannot drive a local, unauthenticated mcpd. Agent clients send no `Origin`.
+    """
+
+    def __init__(self, server: Server[Any]) -> None:
+        self._manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
+        self._running = False
+
+    @contextlib.asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """Serve while the context is open (once per endpoint: the SDK's manager is one-shot)."""
+        async with self._manager.run():
+            self._running = True
+            try:
+                yield
+            finally:
+                self._running = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI entry point."""
+        if scope["type"] != "http":
+            raise RuntimeError(f"the MCP endpoint serves HTTP, not {scope['type']}")
+        refusal = self._refusal(Request(scope))
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self._manager.handle_request(scope, receive, send)
+
+    def _refusal(self, request: Request) -> Response | None:
+        if not self._running:
+            return _jsonrpc_error(503, "the MCP endpoint is not running (app lifespan not started)")
+        if request.method != "POST":
+            return _jsonrpc_error(
+                405, f"{MCP_PATH} accepts POST only (stateless)", headers={"Allow": "POST"}
+            )
+        origin = request.headers.get("origin")
+        server = request.scope.get("server")
+        if origin and server and _is_loopback(server[0]) and not _is_loopback_origin(origin):
+            return _jsonrpc_error(403, f"origin {origin} may not call a loopback mcpd")
+        return None
+
+
+def _is_loopback(host: str) -> bool:
+    host = host.strip("[]")
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_loopback_origin(origin: str) -> bool:
+    try:
+        host = urlsplit(origin).hostname
+    except ValueError:
+        return False
+    return host is not None and _is_loopback(host)
+
+
+def _jsonrpc_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    # A transport-level refusal, before any JSON-RPC message was read: no id to answer.
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    return Response(
+        json.dumps(body), status_code=status, media_type="application/json", headers=headers
+    )
