@@ -83,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"seconds to wait for mcpd serve to be healthy (default {defaults.start_timeout_s:g})",
     )
     parser.add_argument(
+        "--events",
+        type=_positive_int,
+        default=None,
+        help="corpus size of benchmarks that generate one (sessions: default 1000000)",
+    )
+    parser.add_argument(
         "--results-dir",
         type=Path,
         default=RESULTS_DIR,
@@ -109,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         concurrencies=tuple(dict.fromkeys(args.concurrency)),
         start_timeout_s=args.start_timeout,
         results_dir=args.results_dir,
+        events=args.events,
     )
     failed: list[str] = []
     for name in names:

@@ -16,6 +16,7 @@ class BenchConfig:
 
     Each measured run lasts ``seconds`` unless ``count`` is set, in which case it issues
     exactly ``count`` requests. ``warmup_seconds`` of unrecorded load precede each run.
+    ``events`` sizes the corpus of benchmarks that generate one (None: their default).
     """
 
     seconds: float = 10.0
@@ -24,6 +25,7 @@ class BenchConfig:
     concurrencies: tuple[int, ...] = (1, 16)
     start_timeout_s: float = 60.0
     results_dir: Path = RESULTS_DIR
+    events: int | None = None
 
     def __post_init__(self) -> None:
         if self.seconds <= 0:
@@ -34,6 +36,8 @@ class BenchConfig:
             raise ValueError("warmup_seconds must not be negative")
         if not self.concurrencies or min(self.concurrencies) < 1:
             raise ValueError("concurrencies must be positive")
+        if self.events is not None and self.events < 10:
+            raise ValueError("events must be at least 10")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

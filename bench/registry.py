@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from bench import capabilities_roundtrip
 from bench.config import Benchmark
+from bench.sessions import run as sessions
 
 BENCHMARKS: dict[str, Benchmark] = {
-    benchmark.name: benchmark for benchmark in (capabilities_roundtrip.BENCHMARK,)
+    benchmark.name: benchmark
+    for benchmark in (capabilities_roundtrip.BENCHMARK, sessions.BENCHMARK)
 }

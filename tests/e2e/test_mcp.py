@@ -4,34 +4,32 @@ over stdio (`mcpd mcp`, launched as a subprocess), in local mode and with keys."
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
-import httpx2
 import mcp_types as types
 import pytest
-from mcp.client import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 from mcpd.testing.daemon import DaemonProcess, mcpd_executable
+from tests.e2e.mcp_client import (
+    FIXTURES,
+    QUIET,
+    TOOLS,
+    error_of_result,
+    http_session,
+    stdio_session,
+)
 from tests.e2e.security_fixture import key_secret, write_keys_file
 
 pytestmark = pytest.mark.e2e
 
-TOOLS = ["search_sessions", "open", "list_sessions", "file_attention"]
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "transcripts"
 CODEX_ROLLOUT = "rollout-2026-02-15T03-50-40-019c5f6a-49bd-7920-ac67-1dd8e33b0e95.jsonl"
-# No transcript sources: the read model stays empty whatever this machine's home holds.
-QUIET = {"MCPD_SESSIONS_ENABLED": "false", "MCPD_LOG_FORMAT": "text"}
 
 
 @pytest.fixture(scope="module")
@@ -46,41 +44,6 @@ def keyed_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonPro
     keys = write_keys_file(tmp_path_factory.mktemp("keys") / "keys.toml")
     with DaemonProcess(extra_env={**QUIET, "MCPD_SECURITY_KEYS_FILE": str(keys)}) as daemon:
         yield daemon
-
-
-@contextlib.asynccontextmanager
-async def http_session(
-    daemon: DaemonProcess, headers: dict[str, str] | None = None
-) -> AsyncIterator[ClientSession]:
-    async with (
-        httpx2.AsyncClient(headers=headers or {}, timeout=30) as http,
-        streamable_http_client(f"{daemon.http_url}/mcp", http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
-@contextlib.asynccontextmanager
-async def stdio_session(
-    env: dict[str, str], args: list[str], log: Path
-) -> AsyncIterator[ClientSession]:
-    server = StdioServerParameters(command=str(mcpd_executable()), args=["mcp", *args], env=env)
-    with log.open("w") as errlog:
-        async with (
-            stdio_client(server, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            yield session
-
-
-def _error(result: types.CallToolResult) -> dict[str, Any]:
-    assert result.is_error is True
-    envelope = result.structured_content
-    assert envelope["schema_version"] == "moraine.mcp.error.v1"
-    error: dict[str, Any] = envelope["error"]
-    return error
 
 
 async def test_lists_the_four_tools_with_strict_input_schemas(local_daemon: DaemonProcess) -> None:
@@ -113,7 +76,7 @@ async def test_search_on_an_empty_read_model_succeeds_with_no_results(
 async def test_open_of_a_malformed_id_is_invalid_id_in_band(local_daemon: DaemonProcess) -> None:
     async with http_session(local_daemon) as session:
         result = await session.call_tool("open", {"id": "definitely not an id"})
-    assert _error(result)["code"] == "invalid_id"
+    assert error_of_result(result)["code"] == "invalid_id"
 
 
 async def test_file_attention_over_http_fails_closed_without_a_launch_directory(
@@ -124,14 +87,14 @@ async def test_file_attention_over_http_fails_closed_without_a_launch_directory(
         everywhere = await session.call_tool(
             "file_attention", {"path": "src/app.py", "scope": "all"}
         )
-    assert _error(project)["details"]["reason"] == "launch_project_unknown"
+    assert error_of_result(project)["details"]["reason"] == "launch_project_unknown"
     assert everywhere.is_error is False
 
 
 async def test_an_unknown_argument_is_refused_in_band(local_daemon: DaemonProcess) -> None:
     async with http_session(local_daemon) as session:
         result = await session.call_tool("search_sessions", {"query": "q", "colour": "red"})
-    error = _error(result)
+    error = error_of_result(result)
     assert error["code"] == "invalid_request"
     assert error["details"]["field"] == "colour"
 
@@ -145,10 +108,10 @@ async def test_credentials_are_checked_by_the_query_service(keyed_daemon: Daemon
     wrong_scope = {"Authorization": "Bearer " + key_secret("alpha", "ingest")}
     async with http_session(keyed_daemon, wrong_scope) as session:
         refused = await session.call_tool("search_sessions", {"query": "q"})
-    assert _error(anonymous)["details"]["reason"] == "unauthenticated"
+    assert error_of_result(anonymous)["details"]["reason"] == "unauthenticated"
     assert allowed.is_error is False
     assert allowed.structured_content["data"]["results"] == []
-    assert _error(refused)["details"]["reason"] == "permission_denied"
+    assert error_of_result(refused)["details"]["reason"] == "permission_denied"
 
 
 async def test_stdio_forwards_to_the_running_daemon(
@@ -169,7 +132,7 @@ async def test_stdio_forwards_to_the_running_daemon(
         attention = await session.call_tool("file_attention", {"path": "src/app.py"})
     assert [tool.name for tool in listed.tools] == TOOLS
     assert searched.structured_content["data"]["results"] == []
-    assert _error(opened)["code"] == "invalid_id"
+    assert error_of_result(opened)["code"] == "invalid_id"
     assert attention.is_error is False, attention.structured_content
     assert "using the daemon" in (tmp_path / "stderr.log").read_text()
     # The daemon audited the open: the call went through its auth layer.
@@ -191,7 +154,7 @@ async def test_stdio_runs_embedded_when_no_daemon_answers(tmp_path: Path) -> Non
         opened = await session.call_tool("open", {"id": "nope"})
     assert searched.is_error is False
     assert searched.structured_content["data"]["results"] == []
-    assert _error(opened)["code"] == "invalid_id"
+    assert error_of_result(opened)["code"] == "invalid_id"
     assert "in process" in (tmp_path / "stderr.log").read_text()
     assert (tmp_path / "data" / "mcp-cursor.key").stat().st_mode & 0o777 == 0o600
 

@@ -88,7 +88,12 @@ class SessionStore(Protocol):
         ...
 
     def snapshot(self, project: str) -> int:
-        """A number that changes whenever the project's read model changes (cursor staleness)."""
+        """A number that changes whenever the project's read model changes."""
+        ...
+
+    def session_version(self, project: str, session_id: str) -> int | None:
+        """A number that changes whenever this session's rows change (open cursors bind to it,
+        so writes to other sessions never make a walk stale); None for an unknown session."""
         ...
 
     def get_session(self, project: str, session_id: str) -> SessionRecord | None:

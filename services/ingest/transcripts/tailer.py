@@ -1,9 +1,13 @@
 """Tailing transcript sources into the session read model while agents write them.
 
-`Tailer` is an async context manager: on entry it loads the checkpoints and starts a loop that
-scans every source now and then every `interval_s` (or sooner when `wake()` is called, the hook
-for file-system events; no watcher library is installed, so polling the globs is the
-mechanism). A scan compares each file with its checkpoint (inode/device, size, offset, mtime):
+`Tailer` is an async context manager: on entry it loads the checkpoints, arms the file watch
+(with `watch=True`; `SourceWatcher`, file-system events through `watchfiles`) and starts a loop
+that scans every source now and then every `interval_s`. Between those full rescans, `wake()`
+scans sooner: with the paths that changed (what the watcher passes) only those files are
+looked at; without, every source is. A directory among the changed paths means a full scan
+(files made in a new directory may predate its watch). The full rescan is the safety net for
+lost events and re-arms the watch when a source's root appears. A scan compares each file with
+its checkpoint (inode/device, size, offset, mtime):
 
 - new file, or grown by at least one complete line: re-import it (`Importer` re-reads the whole
   file: O(file) per change, ids are stable and the write replaces the session atomically);
@@ -14,8 +18,9 @@ mechanism). A scan compares each file with its checkpoint (inode/device, size, o
 
 A checkpoint is trusted only while the store still has its session, checked once per file per
 process, so a reset read model is refilled. A failed write keeps the old checkpoint: the file is
-retried on the next scan. Bad lines are ingest errors, logged once (when first seen), never a
-stop. Scans run in a worker thread; stopping waits for the file being imported, no longer.
+retried on the next full scan. Bad lines are ingest errors, logged once (when first seen), never
+a stop. Scans never overlap and run in a worker thread; stopping stops the watch and waits for
+the file being imported, no longer.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import dataclasses
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -36,6 +41,12 @@ from mcpd.runtime.clock import Clock
 from services.ingest.transcripts.checkpoints import Change, Checkpoint, CheckpointFile, classify
 from services.ingest.transcripts.importer import Importer, ImportOutcome, IngestError
 from services.ingest.transcripts.sources import Source
+from services.ingest.transcripts.watcher import (
+    SourceWatcher,
+    WatchMode,
+    source_matches,
+    watch_roots,
+)
 
 __all__ = ["ScanReport", "Tailer"]
 
@@ -59,6 +70,7 @@ class ScanReport:
     forgotten: int = 0  # checkpoints dropped because their file is gone
     interrupted: bool = False  # stopped part-way by shutdown
     elapsed_s: float = 0.0
+    full: bool = True  # every source listed (else only the files that changed)
 
 
 class Tailer:
@@ -73,7 +85,10 @@ class Tailer:
         interval_s: float,
         clock: Clock,
         on_scan: Callable[[ScanReport], None] | None = None,
+        watch: bool = False,
     ) -> None:
+        """`on_scan` hears of every scan the loop runs; `watch` scans changed files when
+        file-system events say so, not only every `interval_s`."""
         if not interval_s > 0:
             raise ValueError(f"interval_s must be positive, got {interval_s!r}")
         self._sources = tuple(sources)
@@ -86,6 +101,9 @@ class Tailer:
         self._verified: set[tuple[str, str]] = set()
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
+        self._full_due = True  # wake() without paths: list every source
+        self._changed: set[Path] = set()  # paths to look at on the next scan
+        self._watcher = SourceWatcher(watch_roots(self._sources), self.wake) if watch else None
         # Read by the scan thread between files: set on shutdown.
         self._halt = threading.Event()
         self._task: asyncio.Task[None] | None = None
@@ -95,12 +113,20 @@ class Tailer:
         """The sources this tailer watches."""
         return self._sources
 
+    @property
+    def watch_mode(self) -> WatchMode:
+        """How changes are noticed between rescans ("off" without a watch)."""
+        return "off" if self._watcher is None else self._watcher.mode
+
     def checkpoint(self, source: str, path: Path | str) -> Checkpoint | None:
         """The checkpoint of one file, if it has one (after the first scan)."""
         return (self._checkpoints or {}).get((source, str(path)))
 
     async def __aenter__(self) -> Self:
         await self._load()
+        if self._watcher is not None:
+            # Armed before the first scan lists the files: nothing written after it is missed.
+            await self._watcher.__aenter__()
         self._task = asyncio.create_task(self._run(), name="transcript-tailer")
         return self
 
@@ -116,12 +142,19 @@ class Tailer:
         """Stop scanning: the current scan ends after the file it is importing. Idempotent."""
         self._halt.set()
         self._wake.set()
+        if self._watcher is not None:
+            await self._watcher.aclose()
         task, self._task = self._task, None
         if task is not None:
             await task
 
-    def wake(self) -> None:
-        """Scan now instead of at the end of the interval (a file changed)."""
+    def wake(self, paths: Iterable[Path] | None = None) -> None:
+        """Scan now instead of at the end of the interval: only `paths` (files or directories
+        that changed), or every source when None."""
+        if paths is None:
+            self._full_due = True
+        else:
+            self._changed.update(paths)
         self._wake.set()
 
     async def scan_once(self) -> ScanReport:
@@ -129,6 +162,20 @@ class Tailer:
         async with self._lock:
             await self._load()
             report = await asyncio.to_thread(self._scan)
+        self._log(report)
+        return report
+
+    async def scan_changed(self, paths: Collection[Path]) -> ScanReport:
+        """One scan of the files among `paths` that a source's glob matches (a full scan when
+        one of them is a directory), persisting the checkpoints."""
+        async with self._lock:
+            await self._load()
+            report = await asyncio.to_thread(self._scan_changed, paths)
+        self._log(report)
+        return report
+
+    @staticmethod
+    def _log(report: ScanReport) -> None:
         if report.imported or report.failed or report.errors:
             log.info(
                 "transcripts scanned",
@@ -140,23 +187,31 @@ class Tailer:
                     "failed": report.failed,
                 },
             )
-        return report
 
     async def _load(self) -> None:
         if self._checkpoints is None:
             self._checkpoints = await asyncio.to_thread(self._file.load)
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_full = loop.time()
         while not self._halt.is_set():
+            full = self._full_due or loop.time() >= next_full
+            changed, self._changed = self._changed, set()
+            self._full_due = False
+            report: ScanReport | None = None
             try:
-                report = await self.scan_once()
+                report = await (self.scan_once() if full else self.scan_changed(changed))
             except Exception:  # a full disk must not end tailing for good
-                log.exception("transcript scan failed; retrying after the interval")
-            else:
-                if self._on_scan is not None:
-                    self._on_scan(report)
+                log.exception("transcript scan failed; retrying at the next rescan")
+            if full or (report is not None and report.full):
+                next_full = loop.time() + self._interval_s
+            if self._watcher is not None:
+                await self._watcher.refresh()  # a root appeared or was made again: re-arm
+            if report is not None and self._on_scan is not None:
+                self._on_scan(report)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval_s)
+                await asyncio.wait_for(self._wake.wait(), max(0.0, next_full - loop.time()))
             self._wake.clear()
 
     # -- the scan, in a worker thread ---------------------------------------------------------
@@ -185,6 +240,33 @@ class Tailer:
                 del self._checkpoints[key]
                 report.forgotten += 1
                 changed = True
+        if changed:
+            self._file.save(self._checkpoints)
+        report.elapsed_s = self._clock.monotonic() - began
+        return report
+
+    def _scan_changed(self, paths: Collection[Path]) -> ScanReport:
+        assert self._checkpoints is not None
+        if any(path.is_dir() for path in paths):
+            return self._scan()  # its files may have been written before it was watched
+        began = self._clock.monotonic()
+        report = ScanReport(full=False)
+        changed = False
+        for path in sorted(paths):
+            if self._halt.is_set():
+                report.interrupted = True
+                break
+            for source in self._sources:
+                if not source_matches(source, path):
+                    continue
+                key = (source.name, str(path))
+                if path.is_file():
+                    report.files += 1
+                    changed |= self._visit(source, path, key, report)
+                elif key in self._checkpoints and not path.exists():
+                    del self._checkpoints[key]
+                    report.forgotten += 1
+                    changed = True
         if changed:
             self._file.save(self._checkpoints)
         report.elapsed_s = self._clock.monotonic() - began

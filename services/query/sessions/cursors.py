@@ -77,4 +77,9 @@ def _b64(data: bytes) -> str:
 def _unb64(text: str) -> bytes:
     if not text or not text.isascii():
         raise ValueError("empty or non-ASCII cursor part")
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    data = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    # Only the canonical spelling is a cursor: base64's unused trailing bits would otherwise let
+    # several strings decode to the same bytes.
+    if _b64(data) != text:
+        raise ValueError("non-canonical cursor encoding")
+    return data

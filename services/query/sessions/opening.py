@@ -1,9 +1,9 @@
 """open: a session, turn or event by id, or the next page of an expanded session or turn.
 
 Pages are keyset-paginated by ordinal. A cursor binds the target, its kind, the page size, the
-anchor (last ordinal shown), the project and the read-model snapshot it was cut from; when the
-snapshot has moved the cursor is stale and the caller reopens the target, so a page never
-mixes two versions of a session.
+anchor (last ordinal shown), the project and the version of the walked session it was cut
+from; when that version has moved the cursor is stale and the caller reopens the target, so a
+page never mixes two versions of a session.
 """
 
 from __future__ import annotations
@@ -106,7 +106,9 @@ def execute(
 ) -> Outcome:
     """Open the target (blocking: call from a worker thread)."""
     # Read before the rows: a change during the reads then shows up as a stale next cursor.
-    snapshot = store.snapshot(project)
+    # Cursors bind to the version of the session being walked, not of the whole project, so
+    # an agent writing its own transcript elsewhere never makes a walk of this one stale.
+    snapshot = _session_version(store, project, request)
     if request.snapshot is not None and request.snapshot != snapshot:
         raise invalid(
             "cursor",
@@ -124,6 +126,20 @@ def execute(
     else:
         data = pager.event()
     return Outcome(request.canonical(), data, [])
+
+
+def _session_version(store: SessionStore, project: str, request: OpenRequest) -> int:
+    """The version of the session holding the target; 0 when the target is unknown (the
+    pager then answers not_found, or a cursor for it is stale)."""
+    if request.kind == "session":
+        session_id: str | None = request.id
+    elif request.kind == "turn":
+        turn = store.get_turn(project, request.id)
+        session_id = turn.session_id if turn is not None else None
+    else:
+        return 0  # events are never paged
+    version = store.session_version(project, session_id) if session_id is not None else None
+    return version if version is not None else 0
 
 
 def _not_found(kind: str, target: str) -> ToolError:

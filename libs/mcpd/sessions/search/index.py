@@ -15,6 +15,7 @@ serialised by a lock.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -220,6 +221,19 @@ class SearchIndex:
         return tantivy.Query.boolean_query(clauses)
 
     def _open(self) -> tantivy.Index:
+        # Processes opening together must not both wipe and create: take turns.
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self._path.parent / f"{self._path.name}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            index = self._open_or_create()
+        finally:
+            os.close(fd)  # releases the lock
+        index.register_tokenizer(TOKENIZER, analyzer())
+        index.config_reader(reload_policy="commit")
+        return index
+
+    def _open_or_create(self) -> tantivy.Index:
         state = self._read_state()
         index: tantivy.Index | None = None
         if state is not None and tantivy.Index.exists(str(self._path)):
@@ -235,8 +249,6 @@ class SearchIndex:
             index = tantivy.Index(self._schema, path=str(self._path), reuse=False)
             self._marks = {}
             self._save_state()
-        index.register_tokenizer(TOKENIZER, analyzer())
-        index.config_reader(reload_policy="commit")
         return index
 
     def _discard(self, writer: tantivy.IndexWriter) -> None:

@@ -34,6 +34,7 @@ class MemorySessionStore:
         self._lock = threading.Lock()
         self._data: dict[str, dict[str, AssembledSession]] = {}
         self._snapshots: dict[str, int] = {}
+        self._versions: dict[tuple[str, str], int] = {}
         # Test hooks: an exception every call raises; a callback run after each search.
         self.fail_with: Exception | None = None
         self.after_search: Callable[[], None] | None = None
@@ -49,6 +50,7 @@ class MemorySessionStore:
                 return
             sessions[assembled.session.id] = assembled
             self._snapshots[project] = self._snapshots.get(project, 0) + 1
+            self._versions[project, assembled.session.id] = self._snapshots[project]
 
     def delete_session(self, project: str, session_id: str) -> None:
         """Remove a session (test helper: simulates a re-index dropping rows)."""
@@ -59,6 +61,12 @@ class MemorySessionStore:
     def snapshot(self, project: str) -> int:
         self._check()
         return self._snapshots.get(project, 0)
+
+    def session_version(self, project: str, session_id: str) -> int | None:
+        self._check()
+        if session_id not in self._sessions(project):
+            return None
+        return self._versions.get((project, session_id), 0)
 
     # -- point reads --------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import timedelta
 
 import pytest
 
@@ -13,7 +14,14 @@ from mcpd.sessions.store import SessionStore
 from services.query.sessions import SessionTools
 from services.query.sessions.cursors import CursorCodec
 from services.query.sessions.errors import ToolError
-from services.query.tests.sessions.builders import OTHER_PROJECT, build, session_id, turn_id, user
+from services.query.tests.sessions.builders import (
+    OTHER_PROJECT,
+    T0,
+    build,
+    session_id,
+    turn_id,
+    user,
+)
 from services.query.tests.sessions.conftest import CURSOR_KEY, call, error_of, make_tools, seed
 from services.query.tests.sessions.corpus import migration, seed_world
 
@@ -112,7 +120,10 @@ async def test_stale_cursor_tells_the_caller_to_reopen(
     # Re-writing identical data is no change: the cursors stay valid.
     seed(store, migration())
     assert "data" in await call(tools, "open", {"cursor": session_cursor})
-    seed(store, build("new", [[user("a new session moves the snapshot")]]))
+    # A new session elsewhere is no change to the walked one: the cursors stay valid.
+    seed(store, build("new", [[user("a new session elsewhere")]]))
+    assert "data" in await call(tools, "open", {"cursor": session_cursor})
+    seed(store, migration(start=T0 + timedelta(minutes=1)))
     for cursor, target, size in ((turn_cursor, turn_id("mig", 1), 1), (session_cursor, MIG, 1)):
         got = await call(tools, "open", {"cursor": cursor})
         assert got["error"]["code"] == "invalid_request"

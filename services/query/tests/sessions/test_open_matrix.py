@@ -4,6 +4,7 @@ reasoning, neighbours across sessions, and argument rules."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -11,9 +12,9 @@ import pytest
 from mcpd.sessions.model import EventType
 from mcpd.sessions.store import SessionStore
 from services.query.sessions import SessionTools
-from services.query.tests.sessions.builders import E, build, event_id, session_id, turn_id, user
+from services.query.tests.sessions.builders import T0, E, build, event_id, session_id, turn_id, user
 from services.query.tests.sessions.conftest import call, error_of, seed
-from services.query.tests.sessions.corpus import incomplete, seed_world
+from services.query.tests.sessions.corpus import incomplete, migration, seed_world
 
 MIG = session_id("mig")
 T1, T2 = turn_id("mig", 1), turn_id("mig", 2)
@@ -101,7 +102,10 @@ async def id_or_limit_with_cursor(tools: SessionTools, store: SessionStore) -> N
 
 async def stale_or_wrong_kind_cursor(tools: SessionTools, store: SessionStore) -> None:
     page = await call(tools, "open", {"id": MIG, "limit": 1})
+    # Another session changing leaves the walk alone; the walked session changing makes it stale.
     seed(store, build("late", [[user("written after the cursor was issued")]]))
+    assert "data" in await call(tools, "open", {"cursor": page["data"]["next_cursor"]})
+    seed(store, migration(start=T0 + timedelta(minutes=1)))
     stale = await call(tools, "open", {"cursor": page["data"]["next_cursor"]})
     assert error_of(stale) == ("invalid_request", "cursor")
     assert stale["error"]["details"]["reopen"] == MIG

@@ -214,3 +214,19 @@ def test_search_rows_follow_the_backend(store: SqlSessionStore) -> None:
 
 def _touch_query(tail: str, source: str | None = None) -> TouchQuery:
     return TouchQuery(project="p", tail=tail, limit=10, source=source)
+
+
+def test_a_sessions_version_moves_only_when_that_session_changes(store: SqlSessionStore) -> None:
+    assert store.session_version("p", session_id("s1")) is None
+    store.write_session("p", assemble("s1", [[(USER, "hello")]]))
+    first = store.session_version("p", session_id("s1"))
+    assert first == store.snapshot("p")
+
+    store.write_session("p", assemble("s2", [[(USER, "elsewhere")]]))
+    store.write_session("p", assemble("s1", [[(USER, "hello")]]))  # identical: no change
+    assert store.session_version("p", session_id("s1")) == first
+    assert store.snapshot("p") == first + 1
+
+    store.write_session("p", assemble("s1", [[(USER, "hello"), (ASSISTANT, "hi")]]))
+    assert store.session_version("p", session_id("s1")) == store.snapshot("p") == first + 2
+    assert store.session_version("other", session_id("s1")) is None

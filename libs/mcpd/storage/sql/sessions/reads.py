@@ -37,6 +37,14 @@ def snapshot(conn: Connection, project: str) -> int:
     return int(version or 0)
 
 
+def session_version(conn: Connection, project: str, session_id: str) -> int | None:
+    """The project version at which the session was last written, or None."""
+    version = conn.execute(
+        select(sessions.c.version).where(sessions.c.project == project, sessions.c.id == session_id)
+    ).scalar_one_or_none()
+    return None if version is None else int(version)
+
+
 def get_session(conn: Connection, project: str, session_id: str) -> SessionRecord | None:
     """One session, or None."""
     row = _by_id(conn, sessions, project, session_id)

@@ -93,6 +93,11 @@ class SqlSessionStore:
         with read_connection(self._engine) as conn:
             return reads.snapshot(conn, project)
 
+    def session_version(self, project: str, session_id: str) -> int | None:
+        """The project version at which the session was last written, or None."""
+        with read_connection(self._engine) as conn:
+            return reads.session_version(conn, project, session_id)
+
     def get_session(self, project: str, session_id: str) -> SessionRecord | None:
         """One session, or None."""
         with read_connection(self._engine) as conn:
@@ -174,8 +179,9 @@ class SqlSessionStore:
             loaded = reads.events_by_id(
                 conn, query.project, [event_id for event_id, _ in ranked.hits]
             )
+        # An event missing from SQL was replaced since the index ranked it.
         kept = [
-            (loaded[event_id], score)
+            (loaded.pop(event_id), score)
             for event_id, score in ranked.hits
             if event_id in loaded and not _is_self_tool(loaded[event_id])
         ]

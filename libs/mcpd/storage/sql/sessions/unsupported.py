@@ -39,6 +39,9 @@ class UnsupportedSessionStore:
     def snapshot(self, project: str) -> int:
         self._refuse()
 
+    def session_version(self, project: str, session_id: str) -> int | None:
+        self._refuse()
+
     def get_session(self, project: str, session_id: str) -> SessionRecord | None:
         self._refuse()
 
