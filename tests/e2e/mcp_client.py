@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import jsonschema  # type: ignore[import-untyped]  # no stubs in the lock
 import mcp_types as types
 from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -97,13 +98,19 @@ class McpTools:
     def __init__(self, session: ClientSession, project: str) -> None:
         self._session = session
         self._project = project
+        self._output_schemas: dict[str, dict[str, Any]] = {}
 
     async def call(self, tool: str, project: str, arguments: Mapping[str, Any]) -> ToolResult:
-        """One `tools/call`, its envelope checked by `envelope_of`."""
+        """One `tools/call`, its envelope checked by `envelope_of` and, error envelopes too
+        (the client validates only successes), against the output schema the server lists."""
         if project != self._project:
             raise AssertionError(f"these tools serve project {self._project!r}, not {project!r}")
+        if not self._output_schemas:
+            listed = await self._session.list_tools()
+            self._output_schemas = {t.name: t.output_schema or {} for t in listed.tools}
         result = await self._session.call_tool(tool, dict(arguments))
         envelope = envelope_of(result)
+        jsonschema.validate(envelope, self._output_schemas[tool])
         return ToolResult(envelope=envelope, is_error="error" in envelope)
 
     async def search_sessions(self, project: str, arguments: Mapping[str, Any]) -> ToolResult:

@@ -5,7 +5,6 @@ records on different lines stay two events (issue 4's acceptance): transcripts i
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,13 +43,13 @@ class Imported:
 
 
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Imported]:
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Imported:
     root = tmp_path_factory.mktemp("session-ids")
     imports = corpus_imports(root / "crafted")
     first, second = root / "first", root / "second"
     with ThreadPoolExecutor(2) as pool:
         list(pool.map(lambda data_dir: import_all(data_dir, imports), (first, second)))
-    yield Imported(imports, first, second, read_sessions(first))
+    return Imported(imports, first, second, read_sessions(first))
 
 
 def _search(data_dir: Path, text: str) -> list[str]:
@@ -72,26 +71,38 @@ def test_ids_are_identical_in_a_fresh_data_directory(imported: Imported) -> None
     assert read_sessions(imported.second) == imported.sessions
 
 
-def test_ids_survive_a_reimport_and_a_rebuilt_read_model(imported: Imported) -> None:
-    data_dir = imported.second
-    import_all(data_dir, imported.imports)
-    assert read_sessions(data_dir) == imported.sessions  # nothing new, nothing renamed
-    found = _search(data_dir, TRAVERSAL_WORD)
-    assert found
-
+def _delete_read_model(data_dir: Path) -> None:
     for name in READ_MODEL:
         path = data_dir / name
         if path.is_dir():
             shutil.rmtree(path)
         else:
             path.unlink(missing_ok=True)
-    import_all(data_dir, imported.imports)
-    assert read_sessions(data_dir) == imported.sessions
-    assert set(_search(data_dir, TRAVERSAL_WORD)) == set(found)
+
+
+def _rebuild(data_dir: Path, imports: list[Import]) -> None:
+    _delete_read_model(data_dir)
+    import_all(data_dir, imports)
+
+
+def test_ids_survive_a_reimport_and_a_rebuilt_read_model(imported: Imported) -> None:
+    """The first directory imports the same files again; the second loses its read model (the
+    trace database and the search index) and imports them again. (In parallel: each import is a
+    process start.)"""
+    found = _search(imported.second, TRAVERSAL_WORD)
+    assert found
+    with ThreadPoolExecutor(2) as pool:
+        again = pool.submit(import_all, imported.first, imported.imports)
+        rebuilt = pool.submit(_rebuild, imported.second, imported.imports)
+        again.result()
+        rebuilt.result()
+    assert read_sessions(imported.first) == imported.sessions  # nothing new, nothing renamed
+    assert read_sessions(imported.second) == imported.sessions
+    assert set(_search(imported.second, TRAVERSAL_WORD)) == set(found)
 
     # The search index alone deleted: opening the stores rebuilds it from the database.
-    shutil.rmtree(data_dir / "search")
-    assert set(_search(data_dir, TRAVERSAL_WORD)) == set(found)
+    shutil.rmtree(imported.second / "search")
+    assert set(_search(imported.second, TRAVERSAL_WORD)) == set(found)
 
 
 def _events(sessions: dict[str, StoredSession], kind: EventType, text: str) -> list[str]:
