@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from contextlib import AsyncExitStack
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from services.ingest.transcripts.lock import IngestLock, ingest_lock_path
 from services.ingest.transcripts.registry import harnesses
 from services.ingest.transcripts.sources import resolve_sources
 from services.ingest.transcripts.tailer import Tailer
+from services.ingest.transcripts.watcher import WatchMode
 
 CHECKPOINTS_FILE = Path("sessions") / "checkpoints.json"
 
@@ -50,7 +52,19 @@ async def start_transcript_tailing(
         CheckpointFile(settings.data_dir / CHECKPOINTS_FILE),
         interval_s=sessions.rescan_interval_s,
         clock=clock,
+        watch=True,
     )
+    # watchfiles logs every batch of changes at info; the tailer logs what it imported.
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)
     await stack.enter_async_context(tailer)
     names = ", ".join(source.name for source in sources) or "no sources"
-    return f"  sessions   tailing {names} (rescan every {sessions.rescan_interval_s:g} s)"
+    how = _WATCH_MODES[tailer.watch_mode]
+    return f"  sessions   tailing {names} ({how}; rescan every {sessions.rescan_interval_s:g} s)"
+
+
+_WATCH_MODES: dict[WatchMode, str] = {
+    "events": "file events",
+    "polling": "polling for changes",
+    "idle": "no source directory yet",
+    "off": "file watch unavailable",
+}

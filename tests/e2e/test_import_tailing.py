@@ -1,5 +1,6 @@
 """A real `mcpd serve` tails the transcripts under its home directory: a line appended to a
-watched Codex rollout becomes searchable."""
+watched Codex rollout becomes searchable within 2 s (issue 4's acceptance), with the default
+rescan interval (30 s): file-system events, not the rescan, make it that fast."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from mcpd.testing.daemon import DaemonProcess
 
 pytestmark = pytest.mark.e2e
 
+ACCEPTANCE_S = 2.0  # issue 4: an appended line is searchable within 2 s
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "transcripts"
 ROLLOUT = "rollout-2026-02-15T03-50-40-019c5f6a-49bd-7920-ac67-1dd8e33b0e95.jsonl"
 APPENDED = {
@@ -56,20 +58,21 @@ async def test_an_appended_line_becomes_searchable(tmp_path: Path) -> None:
     day.mkdir(parents=True)
     rollout = day / ROLLOUT
     shutil.copy(FIXTURES / "codex" / "session.jsonl", rollout)
-    # With HOME set, DaemonProcess leaves `[sessions] sources` at auto.
-    env = {"HOME": str(home), "MCPD_SESSIONS_RESCAN_INTERVAL_S": "0.5"}
+    # With HOME set, DaemonProcess leaves `[sessions] sources` at auto; the rescan interval
+    # stays at its default.
+    env = {"HOME": str(home)}
     async with (
         DaemonProcess(extra_env=env) as daemon,
         httpx.AsyncClient(base_url=daemon.http_url, timeout=10) as http,
     ):
-        assert "tailing codex" in daemon.stderr_text()
+        assert "tailing codex (file events" in daemon.stderr_text()
         await _eventually_found(http, "inspect", timeout_s=30)
         assert await _search(http, "zebracorn") == []
         with rollout.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(APPENDED) + "\n")
         elapsed = await _eventually_found(http, "zebracorn", timeout_s=30)
-        # The acceptance bound (issue 4) is 2 s; a loaded CI machine gets some slack.
-        assert elapsed < 10
+        print(f"append to searchable: {elapsed * 1000:.0f} ms")
+        assert elapsed < ACCEPTANCE_S
         (hit,) = await _search(http, "zebracorn")
         assert (hit["session"]["source"], hit["session"]["harness"]) == ("codex", "codex")
         assert "zebracorn" in hit["snippet"]["text"]

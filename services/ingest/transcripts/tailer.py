@@ -18,7 +18,7 @@ its checkpoint (inode/device, size, offset, mtime):
 
 A checkpoint is trusted only while the store still has its session, checked once per file per
 process, so a reset read model is refilled. A failed write keeps the old checkpoint: the file is
-retried on the next full scan. Bad lines are ingest errors, logged once (when first seen), never
+retried on its next scan. Bad lines are ingest errors, logged once (when first seen), never
 a stop. Scans never overlap and run in a worker thread; stopping stops the watch and waits for
 the file being imported, no longer.
 """

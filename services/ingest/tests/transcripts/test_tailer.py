@@ -180,6 +180,32 @@ async def test_bad_lines_are_reported_once_not_on_every_growth(tmp_path: Path) -
     assert rig.store.texts() == ["hello", "more"]
 
 
+async def test_a_scan_of_changed_paths_reads_only_the_files_the_globs_match(
+    tmp_path: Path,
+) -> None:
+    rig = Rig(tmp_path)
+    one = rig.write("s1.jsonl", line("u1", "hello"))
+    two = rig.write("s2.jsonl", line("u1", "other"))
+    await rig.tailer.scan_once()
+    rig.write("s1.jsonl", line("a1", "seen"))
+    rig.write("s2.jsonl", line("a1", "not yet"))
+    stray = rig.write("notes.txt", "not a transcript\n")
+    report = await rig.tailer.scan_changed({one, stray, tmp_path / "elsewhere.jsonl"})
+    assert (report.full, report.files, report.imported, report.events) == (False, 1, 1, 2)
+    assert rig.store.texts() == ["hello", "seen", "other"]
+    # A changed path that is gone forgets its checkpoint.
+    one.unlink()
+    report = await rig.tailer.scan_changed({one})
+    assert (report.full, report.forgotten) == (False, 1)
+    assert rig.tailer.checkpoint("fake", one) is None
+    assert rig.tailer.checkpoint("fake", two) is not None
+    # A new directory means a full scan: its files may predate its watch.
+    rig.write("new/s3.jsonl", line("u1", "in a new directory"))
+    report = await rig.tailer.scan_changed({rig.dir / "new"})
+    assert (report.full, report.files, report.imported) == (True, 2, 2)
+    assert "not yet" in rig.store.texts()
+
+
 async def test_the_loop_scans_at_start_and_when_woken_then_stops(tmp_path: Path) -> None:
     rig = Rig(tmp_path)
     rig.write("s1.jsonl", line("u1", "hello"))

@@ -14,7 +14,12 @@ import pytest
 import watchfiles
 
 from services.ingest.transcripts.sources import STANDARD_SOURCES, Source
-from services.ingest.transcripts.watcher import SourceWatcher, source_matches, watch_roots
+from services.ingest.transcripts.watcher import (
+    SourceWatcher,
+    WatchMode,
+    source_matches,
+    watch_roots,
+)
 
 WAIT_S = 10.0  # an upper bound for the machine, not a pause: waits end when the event comes
 
@@ -35,6 +40,10 @@ class Seen:
         async with asyncio.timeout(WAIT_S):
             while wanted not in await self.queue.get():
                 pass
+
+
+def _mode(watcher: SourceWatcher) -> WatchMode:
+    return watcher.mode  # read anew each time (mypy would narrow the property)
 
 
 def _standard(home: Path) -> dict[str, Source]:
@@ -116,7 +125,7 @@ def test_watch_roots_leave_out_roots_inside_another(tmp_path: Path) -> None:
 async def test_a_write_under_a_root_is_reported_with_native_events(tmp_path: Path) -> None:
     seen = Seen()
     async with SourceWatcher([tmp_path], seen) as watcher:
-        assert watcher.mode == "events"
+        assert _mode(watcher) == "events"
         path = tmp_path / "deep" / "er"
         path.mkdir(parents=True)
         await seen.path(tmp_path / "deep")
@@ -140,7 +149,7 @@ async def test_without_native_events_the_watch_polls_and_says_so(
     seen = Seen()
     caplog.set_level(logging.WARNING, logger="mcpd.ingest.transcripts")
     async with SourceWatcher([tmp_path], seen, poll_delay_ms=50, awatch=no_inotify) as watcher:
-        assert watcher.mode == "polling"
+        assert _mode(watcher) == "polling"
         assert forced == [None, True]
         assert "polling the transcript directories instead" in caplog.text
         (tmp_path / "t.jsonl").write_text("{}\n")
@@ -159,7 +168,7 @@ async def test_when_polling_fails_too_the_rescan_is_left_and_retries_the_watch(
 
     caplog.set_level(logging.WARNING, logger="mcpd.ingest.transcripts")
     async with SourceWatcher([tmp_path], Seen(), awatch=broken) as watcher:
-        assert watcher.mode == "off"
+        assert _mode(watcher) == "off"
         assert attempts == [None, True]
         assert "relying on the periodic rescan" in caplog.text
         await watcher.refresh()  # what every rescan does: try again
@@ -170,10 +179,10 @@ async def test_a_root_that_appears_is_watched_after_a_refresh(tmp_path: Path) ->
     root = tmp_path / "later"
     seen = Seen()
     async with SourceWatcher([root], seen) as watcher:
-        assert watcher.mode == "idle"
+        assert _mode(watcher) == "idle"
         root.mkdir()
         await watcher.refresh()
-        assert watcher.mode == "events"
+        assert _mode(watcher) == "events"
         (root / "t.jsonl").write_text("{}\n")
         await seen.path(root / "t.jsonl")
 
@@ -193,8 +202,8 @@ async def test_closing_sets_the_stop_event_and_ends_the_watch(tmp_path: Path) ->
     watcher = SourceWatcher([tmp_path], Seen(), awatch=recording)
     async with asyncio.timeout(WAIT_S):
         async with watcher:
-            assert watcher.mode == "events"
-    assert watcher.mode == "off"
+            assert _mode(watcher) == "events"
+    assert _mode(watcher) == "off"
     (options,) = calls
     assert options["stop_event"].is_set()
     assert options["rust_timeout"] == 0  # no timeout: only the stop event ends it
