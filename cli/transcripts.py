@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.config import Settings
-from mcpd.runtime.errors import Unimplemented
 from mcpd.storage import Stores
 from services.ingest.transcripts.checkpoints import CheckpointFile
 from services.ingest.transcripts.importer import Importer
@@ -38,12 +36,9 @@ async def start_transcript_tailing(
     sessions = settings.sessions
     if not sessions.enabled:
         return "  sessions   transcript tailing off"
+    # Every storage backend has a session store (SQLite, PostgreSQL, ClickHouse): tailing runs
+    # on all of them.
     project = sessions.project or settings.security.local_project
-    try:
-        # A backend without a session store (ClickHouse, for now) refuses every call.
-        await asyncio.to_thread(stores.sessions.snapshot, project)
-    except Unimplemented as exc:
-        return f"  sessions   transcript tailing off: {exc.message}"
     sources = resolve_sources(sessions, home=home, harnesses=harnesses())
     importer = Importer(stores.sessions, project=project)
     tailer = Tailer(

@@ -8,8 +8,9 @@ deployment, and PostgreSQL is their scale-out path. Every store is migrated on o
 
 The session read model (`Stores.sessions`) lives in the trace store's database: on SQLite it
 searches with a tantivy index under `<data_dir>/search/events`, reconciled with the database on
-open; on PostgreSQL with its full-text search. The ClickHouse backend has no session store yet:
-its `sessions` raises Unimplemented on every call.
+open; on PostgreSQL with its full-text search; on ClickHouse in tables of the trace database
+(migration 0002), ranked with BM25 inside ClickHouse over a text index
+(`mcpd.storage.clickhouse.sessions`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from mcpd.runtime.clock import Clock
 from mcpd.runtime.errors import InvalidArgument, Unavailable
 from mcpd.sessions.store import SessionStore
 from mcpd.storage.clickhouse.executor import open_executor
+from mcpd.storage.clickhouse.sessions import ClickHouseSessionStore
 from mcpd.storage.clickhouse.store import ClickHouseTraceStore
 from mcpd.storage.interfaces import ControlStore, RunStore, TraceStore
 from mcpd.storage.sql.control_store import SqlControlStore
@@ -38,7 +40,6 @@ from mcpd.storage.sql.engine import (
     postgres_url,
 )
 from mcpd.storage.sql.sessions import SqlSessionStore
-from mcpd.storage.sql.sessions.unsupported import UnsupportedSessionStore
 from mcpd.storage.sql.stores import SqlRunStore, SqlTraceStore
 
 BACKENDS = ("sqlite", "postgres", "clickhouse")
@@ -149,7 +150,7 @@ def open_stores(
             executor = open_executor(clickhouse_url)
             opened.callback(executor.close)
             trace = ClickHouseTraceStore(executor)
-            sessions = UnsupportedSessionStore(backend)
+            sessions = ClickHouseSessionStore(executor)
         else:
             trace_pg = pg_url if backend == "postgres" else None
             sql_trace = SqlTraceStore(_engine(trace_pg, data_dir / TRACE_DB, Synchronous.NORMAL))

@@ -30,7 +30,8 @@ TRACE_TABLES = {
     "themes",
     "facet_values",
 }
-# The session read model: in the SQL trace store only (ClickHouse sessions come later).
+# The session read model: the same tables on every backend, and PostgreSQL's search vectors.
+CLICKHOUSE_SESSION_TABLES = {"sessions", "turns", "events", "file_touches", "session_versions"}
 SESSION_TABLES = {
     "sessions",
     "turns",
@@ -58,6 +59,7 @@ CONTROL_TABLES = {
     "audit_log",
     "price_book",
 }
+CLICKHOUSE_REVISIONS = ["0001_initial", "0002_session_read_model"]
 EXPECTED_TABLES = {"trace": SQL_TRACE_TABLES, "run": RUN_TABLES, "control": CONTROL_TABLES}
 # Every store's revisions, oldest first: what a fresh database has applied after `migrate`.
 REVISIONS = {
@@ -69,12 +71,12 @@ REVISIONS = {
 
 def test_trace_store_migrate_creates_every_table(trace_store: OpenedStore) -> None:
     clickhouse = trace_store.backend == "clickhouse"
-    tables = TRACE_TABLES if clickhouse else SQL_TRACE_TABLES
+    tables = TRACE_TABLES | CLICKHOUSE_SESSION_TABLES if clickhouse else SQL_TRACE_TABLES
     assert trace_store.table_names() & tables == set()
 
     applied = trace_store.store.migrate()
 
-    assert applied == (["0001_initial"] if clickhouse else REVISIONS["trace"])
+    assert applied == (CLICKHOUSE_REVISIONS if clickhouse else REVISIONS["trace"])
     version_table = "schema_migrations" if clickhouse else StoreName.TRACE.version_table
     assert trace_store.table_names() == tables | {version_table}
 

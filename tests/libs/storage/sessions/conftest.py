@@ -1,4 +1,5 @@
-"""A migrated session store on SQLite (with its tantivy index) and on PostgreSQL."""
+"""A migrated session store on SQLite (with its tantivy index), on PostgreSQL, and on ClickHouse
+(the real engine in process, through chdb): one behaviour suite for all three."""
 
 from __future__ import annotations
 
@@ -7,17 +8,43 @@ from pathlib import Path
 
 import pytest
 
+from mcpd.storage.clickhouse import ChdbExecutor, ClickHouseTraceStore
+from mcpd.storage.clickhouse.sessions import ClickHouseSessionStore
 from mcpd.storage.sql.sessions import SqlSessionStore
 from mcpd.storage.sql.stores import SqlTraceStore
 from tests.libs.storage.helpers import sql_engine
 
 SQL_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+SESSION_BACKENDS = [*SQL_BACKENDS, "clickhouse"]
+
+# What the behaviour tests take: any session store, with the maintenance calls both have.
+AnySessionStore = SqlSessionStore | ClickHouseSessionStore
+
+
+@pytest.fixture(params=SESSION_BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AnySessionStore]:
+    """A session store on a freshly migrated trace database, closed afterwards."""
+    backend: str = request.param
+    if backend == "clickhouse":
+        trace = ClickHouseTraceStore(ChdbExecutor(tmp_path / "clickhouse"))
+        trace.migrate()
+        try:
+            yield ClickHouseSessionStore(trace.executor)
+        finally:
+            trace.close()
+        return
+    yield from _sql_store(request, backend, tmp_path)
 
 
 @pytest.fixture(params=SQL_BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlSessionStore]:
-    """A session store on a freshly migrated trace database, closed afterwards."""
-    backend: str = request.param
+def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlSessionStore]:
+    """A SQL session store only: for tests that look at the SQL tables or the search backend."""
+    yield from _sql_store(request, request.param, tmp_path)
+
+
+def _sql_store(
+    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+) -> Iterator[SqlSessionStore]:
     url = request.getfixturevalue("postgres_url") if backend == "postgres" else None
     engine = sql_engine("trace", backend, tmp_path, url)
     SqlTraceStore(engine).migrate()

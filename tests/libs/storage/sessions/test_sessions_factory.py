@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from mcpd.runtime.errors import Unimplemented
 from mcpd.sessions.store import SearchQuery
 from mcpd.storage import open_stores
 from mcpd.storage.factory import SESSION_INDEX_DIR, Stores
@@ -55,15 +54,16 @@ def test_postgres_sessions_keep_nothing_on_disk(tmp_path: Path, postgres_url: st
     assert list(tmp_path.iterdir()) == []
 
 
-def test_clickhouse_has_no_sessions_yet(tmp_path: Path) -> None:
+def test_clickhouse_sessions_rank_inside_clickhouse(tmp_path: Path) -> None:
     with open_stores(
         "clickhouse",
         data_dir=tmp_path,
         postgres_url=None,
         clickhouse_url=f"chdb://{tmp_path}/clickhouse",
     ) as s:
-        with pytest.raises(Unimplemented, match="not available on the clickhouse"):
-            s.sessions.snapshot("p")
-        with pytest.raises(Unimplemented):
-            _hits(s, "anything")
+        assert s.sessions.backend == "clickhouse"  # type: ignore[attr-defined]
+        assert s.sessions.snapshot("p") == 0
+        s.sessions.write_session("p", assemble("s1", [[(USER, "factory wiring")]]))
+        assert _hits(s, "wiring") == [event_id("s1", 1, 1)]
+    # Nothing beside the ClickHouse data: no tantivy index.
     assert not (tmp_path / "search").exists()

@@ -8,7 +8,6 @@ import pytest
 
 from mcpd.sessions.model import SessionRecord
 from mcpd.sessions.store import SessionListQuery, TouchQuery
-from mcpd.storage.sql.sessions import SqlSessionStore
 from tests.libs.storage.sessions.builders import (
     ASSISTANT,
     T0,
@@ -18,11 +17,12 @@ from tests.libs.storage.sessions.builders import (
     session_id,
     turn_id,
 )
+from tests.libs.storage.sessions.conftest import AnySessionStore
 
 HOUR = timedelta(hours=1)
 
 
-def test_turn_and_event_pages(store: SqlSessionStore) -> None:
+def test_turn_and_event_pages(store: AnySessionStore) -> None:
     store.write_session(
         "p", assemble("s1", [[(USER, f"u{i}"), (ASSISTANT, f"a{i}")] for i in range(1, 6)])
     )
@@ -38,7 +38,7 @@ def test_turn_and_event_pages(store: SqlSessionStore) -> None:
     assert [e.text for e in store.list_events("p", tid, after_ordinal=1, limit=5)] == ["a3"]
 
 
-def test_neighbours_and_edges(store: SqlSessionStore) -> None:
+def test_neighbours_and_edges(store: AnySessionStore) -> None:
     store.write_session("p", assemble("s1", [[(USER, "u1"), (ASSISTANT, "a1")], [(USER, "u2")]]))
     sid = session_id("s1")
     turns = store.list_turns("p", sid, after_ordinal=0, limit=10)
@@ -60,7 +60,7 @@ def test_neighbours_and_edges(store: SqlSessionStore) -> None:
     assert store.edge_events("p", turn_id("s1", 2)) == (event_id("s1", 2, 1),) * 2
 
 
-def test_neighbour_sessions_stay_in_their_source(store: SqlSessionStore) -> None:
+def test_neighbour_sessions_stay_in_their_source(store: AnySessionStore) -> None:
     for key, source, start in [
         ("a", "codex", T0),
         ("b", "claude", T0 + HOUR),
@@ -75,7 +75,7 @@ def test_neighbour_sessions_stay_in_their_source(store: SqlSessionStore) -> None
     assert store.neighbour_sessions("p", _session(store, "b")) == (None, None)
 
 
-def test_session_of_key(store: SqlSessionStore) -> None:
+def test_session_of_key(store: AnySessionStore) -> None:
     store.write_session("p", assemble("k1", [[(USER, "x")]], source="claude"))
     found = store.session_of_key("p", "claude", "k1")
     assert found is not None
@@ -84,7 +84,7 @@ def test_session_of_key(store: SqlSessionStore) -> None:
     assert store.session_of_key("q", "claude", "k1") is None
 
 
-def _write_timeline(store: SqlSessionStore) -> None:
+def _write_timeline(store: AnySessionStore) -> None:
     # Sessions of 1..3 events, one minute apart, starting an hour apart.
     specs = [
         ("s1", T0, 1, "codex", "codex", "chat"),
@@ -109,12 +109,12 @@ def _write_timeline(store: SqlSessionStore) -> None:
     store.write_session("q", assemble("other", [[(USER, "x")]], project="q", start=T0))
 
 
-def _list(store: SqlSessionStore, start: datetime, end: datetime, **options: object) -> list[str]:
+def _list(store: AnySessionStore, start: datetime, end: datetime, **options: object) -> list[str]:
     query = SessionListQuery(project="p", start=start, end=end, limit=50, **options)  # type: ignore[arg-type]
     return [s.session_key for s in store.list_sessions(query)]
 
 
-def test_list_sessions_range_rule(store: SqlSessionStore) -> None:
+def test_list_sessions_range_rule(store: AnySessionStore) -> None:
     _write_timeline(store)
     # s2 runs T0+1h .. T0+1h+2min: it overlaps a range starting inside it (updated_at >= start).
     assert _list(store, T0 + HOUR + timedelta(minutes=2), T0 + 2 * HOUR) == ["s2"]
@@ -125,7 +125,7 @@ def test_list_sessions_range_rule(store: SqlSessionStore) -> None:
     assert _list(store, T0 + HOUR * 10, T0 + HOUR * 11) == []
 
 
-def test_list_sessions_order_and_filters(store: SqlSessionStore) -> None:
+def test_list_sessions_order_and_filters(store: AnySessionStore) -> None:
     _write_timeline(store)
     start, end = T0 - HOUR, T0 + 10 * HOUR
     assert _list(store, start, end) == ["s5", "s4", "s3", "s2", "s1"]  # updated_at, id desc
@@ -138,7 +138,7 @@ def test_list_sessions_order_and_filters(store: SqlSessionStore) -> None:
 
 
 @pytest.mark.parametrize("descending", [True, False])
-def test_list_sessions_keyset_pages(store: SqlSessionStore, descending: bool) -> None:
+def test_list_sessions_keyset_pages(store: AnySessionStore, descending: bool) -> None:
     _write_timeline(store)
     seen: list[str] = []
     after: tuple[datetime, str] | None = None
@@ -162,7 +162,7 @@ def test_list_sessions_keyset_pages(store: SqlSessionStore, descending: bool) ->
     assert seen == (expected[::-1] if descending else expected)
 
 
-def test_touches(store: SqlSessionStore) -> None:
+def test_touches(store: AnySessionStore) -> None:
     later = T0 + HOUR
     store.write_session(
         "p",
@@ -211,7 +211,7 @@ def test_touches(store: SqlSessionStore) -> None:
     assert short[-1].turn_id is None
 
 
-def test_touch_tails_match_literally(store: SqlSessionStore) -> None:
+def test_touch_tails_match_literally(store: AnySessionStore) -> None:
     store.write_session(
         "p", assemble("s1", [[(USER, "x")]], touches=[{"tail": "a_b.py"}, {"tail": "a%b.py"}])
     )
@@ -220,7 +220,7 @@ def test_touch_tails_match_literally(store: SqlSessionStore) -> None:
     ]
 
 
-def _session(store: SqlSessionStore, key: str) -> SessionRecord:
+def _session(store: AnySessionStore, key: str) -> SessionRecord:
     found = store.get_session("p", session_id(key))
     assert found is not None
     return found

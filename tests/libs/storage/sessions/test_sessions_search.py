@@ -1,5 +1,5 @@
 """search: ranking and ties, limits, filters, project isolation, Unicode folding, snippets,
-normalized scores and the exclusion of the MCP server's own calls, on both backends."""
+normalized scores and the exclusion of the MCP server's own calls, on every backend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from mcpd.sessions.store import SearchQuery, SearchResult
-from mcpd.storage.sql.sessions import SqlSessionStore
 from tests.libs.storage.sessions.builders import (
     ASSISTANT,
     REASONING,
@@ -20,12 +19,13 @@ from tests.libs.storage.sessions.builders import (
     session_id,
     turn_id,
 )
+from tests.libs.storage.sessions.conftest import AnySessionStore
 
 DEFAULT_TYPES = ("user_input", "assistant_response")
 
 
 def search(
-    store: SqlSessionStore,
+    store: AnySessionStore,
     text: str,
     *,
     project: str = "p",
@@ -42,7 +42,7 @@ def ids(result: SearchResult) -> list[str]:
     return [hit.event.id for hit in result.hits]
 
 
-def test_more_matching_terms_rank_higher(store: SqlSessionStore) -> None:
+def test_more_matching_terms_rank_higher(store: AnySessionStore) -> None:
     store.write_session(
         "p",
         assemble(
@@ -61,7 +61,7 @@ def test_more_matching_terms_rank_higher(store: SqlSessionStore) -> None:
     assert result.truncated is False
 
 
-def test_scores_are_normalized(store: SqlSessionStore) -> None:
+def test_scores_are_normalized(store: AnySessionStore) -> None:
     store.write_session(
         "p",
         assemble("s1", [[(USER, "kiwi kiwi kiwi mango")], [(USER, "kiwi")], [(USER, "mango")]]),
@@ -75,7 +75,7 @@ def test_scores_are_normalized(store: SqlSessionStore) -> None:
     assert [hit.score for hit in single.hits] == [1.0]
 
 
-def test_ties_order_by_newest_then_id(store: SqlSessionStore) -> None:
+def test_ties_order_by_newest_then_id(store: AnySessionStore) -> None:
     # Identical texts score alike: newest first, then by id.
     store.write_session(
         "p", assemble("a", [[(USER, "needle")], [(USER, "needle")]], step=timedelta(0))
@@ -86,7 +86,7 @@ def test_ties_order_by_newest_then_id(store: SqlSessionStore) -> None:
     assert {hit.score for hit in result.hits} == {1.0}
 
 
-def test_a_tie_across_the_limit_keeps_the_newest(store: SqlSessionStore) -> None:
+def test_a_tie_across_the_limit_keeps_the_newest(store: AnySessionStore) -> None:
     # Thirty equal hits, written oldest first: the limit must keep the five newest, not
     # whichever the engine met first.
     store.write_session("p", assemble("s1", [[(USER, "same words")] for _ in range(30)]))
@@ -95,7 +95,7 @@ def test_a_tie_across_the_limit_keeps_the_newest(store: SqlSessionStore) -> None
     assert result.truncated is True
 
 
-def test_limit_and_truncated(store: SqlSessionStore) -> None:
+def test_limit_and_truncated(store: AnySessionStore) -> None:
     store.write_session("p", assemble("s1", [[(USER, f"apple {i}")] for i in range(3)]))
     assert len(search(store, "apple", limit=3).hits) == 3
     assert search(store, "apple", limit=3).truncated is False
@@ -105,7 +105,7 @@ def test_limit_and_truncated(store: SqlSessionStore) -> None:
     assert (none.hits, none.truncated) == ([], False)
 
 
-def test_event_type_filter(store: SqlSessionStore) -> None:
+def test_event_type_filter(store: AnySessionStore) -> None:
     store.write_session(
         "p",
         assemble(
@@ -130,7 +130,7 @@ def test_event_type_filter(store: SqlSessionStore) -> None:
     assert ids(search(store, "bash", types=["tool_call"])) == [event_id("s1", 1, 3)]
 
 
-def test_session_and_turn_scope(store: SqlSessionStore) -> None:
+def test_session_and_turn_scope(store: AnySessionStore) -> None:
     store.write_session("p", assemble("s1", [[(USER, "shared topic")], [(USER, "shared topic")]]))
     store.write_session("p", assemble("s2", [[(USER, "shared topic")]]))
     assert sorted(ids(search(store, "topic", session_id=session_id("s1")))) == [
@@ -141,7 +141,7 @@ def test_session_and_turn_scope(store: SqlSessionStore) -> None:
     assert ids(search(store, "topic", session_id="session:none")) == []
 
 
-def test_harness_and_source_filters(store: SqlSessionStore) -> None:
+def test_harness_and_source_filters(store: AnySessionStore) -> None:
     for key, source, harness in [
         ("pi1", "pi", "pi-coding-agent"),
         ("omp1", "omp", "pi-coding-agent"),
@@ -157,7 +157,7 @@ def test_harness_and_source_filters(store: SqlSessionStore) -> None:
     assert ids(search(store, "ranking", harness="Codex")) == []
 
 
-def test_projects_are_isolated(store: SqlSessionStore) -> None:
+def test_projects_are_isolated(store: AnySessionStore) -> None:
     store.write_session("p", assemble("s1", [[(USER, "secret plan")]]))
     store.write_session("q", assemble("s1", [[(USER, "secret plan")]], project="q"))
     assert ids(search(store, "secret", project="q")) == [event_id("s1", 1, 1)]
@@ -169,7 +169,7 @@ def test_projects_are_isolated(store: SqlSessionStore) -> None:
     assert ids(search(store, "secret")) == [event_id("s1", 1, 1)]
 
 
-def test_unicode_case_and_diacritics_fold(store: SqlSessionStore) -> None:
+def test_unicode_case_and_diacritics_fold(store: AnySessionStore) -> None:
     texts = [
         "Meet at the Café tomorrow",
         "ÜBER alles",
@@ -195,7 +195,7 @@ def test_unicode_case_and_diacritics_fold(store: SqlSessionStore) -> None:
     assert first("елка") == texts[5]
 
 
-def test_cjk_runs_match_as_phrases(store: SqlSessionStore) -> None:
+def test_cjk_runs_match_as_phrases(store: AnySessionStore) -> None:
     store.write_session(
         "p",
         assemble(
@@ -214,7 +214,7 @@ def test_cjk_runs_match_as_phrases(store: SqlSessionStore) -> None:
     assert len(search(store, "タワー 서울").hits) == 2
 
 
-def test_queries_are_words_never_syntax(store: SqlSessionStore) -> None:
+def test_queries_are_words_never_syntax(store: AnySessionStore) -> None:
     store.write_session("p", assemble("s1", [[(USER, "fix the parser: AND (OR) it's NOT done")]]))
     for query in ['text:"parser', "AND OR NOT", "it's", "(parser", "parser^2 ~1 *", "\\'x'"]:
         result = search(store, query)  # none of these raises
@@ -223,7 +223,7 @@ def test_queries_are_words_never_syntax(store: SqlSessionStore) -> None:
     assert search(store, "!!! ???").hits == []
 
 
-def test_snippet_is_a_window_around_a_deep_match(store: SqlSessionStore) -> None:
+def test_snippet_is_a_window_around_a_deep_match(store: AnySessionStore) -> None:
     filler = "lorem ipsum dolor sit amet " * 120
     text = f"{filler}the Café au lait incident happened here. {filler}"
     store.write_session("p", assemble("s1", [[(USER, text)], [(USER, "a short cafe note")]]))
@@ -239,7 +239,7 @@ def test_snippet_is_a_window_around_a_deep_match(store: SqlSessionStore) -> None
     assert (short.snippet, short.snippet_truncated) == ("a short cafe note", False)
 
 
-def test_snippet_of_an_early_match_starts_at_the_beginning(store: SqlSessionStore) -> None:
+def test_snippet_of_an_early_match_starts_at_the_beginning(store: AnySessionStore) -> None:
     text = "Kubernetes rollout stuck.\n\n" + "details " * 200
     store.write_session("p", assemble("s1", [[(USER, text)]]))
     hit = search(store, "rollout").hits[0]
@@ -248,7 +248,7 @@ def test_snippet_of_an_early_match_starts_at_the_beginning(store: SqlSessionStor
     assert hit.snippet_truncated is True
 
 
-def test_self_tool_calls_are_never_found(store: SqlSessionStore) -> None:
+def test_self_tool_calls_are_never_found(store: AnySessionStore) -> None:
     store.write_session(
         "p",
         assemble(
@@ -267,7 +267,7 @@ def test_self_tool_calls_are_never_found(store: SqlSessionStore) -> None:
     assert sorted(ids(found)) == [event_id("s1", 1, 1), event_id("s1", 1, 4)]
 
 
-def test_the_index_follows_rewrites(store: SqlSessionStore) -> None:
+def test_the_index_follows_rewrites(store: AnySessionStore) -> None:
     store.write_session("p", assemble("s1", [[(USER, "original words")], [(USER, "gone soon")]]))
     assert len(search(store, "original gone").hits) == 2
     store.write_session("p", assemble("s1", [[(USER, "replacement words")]]))
@@ -276,7 +276,7 @@ def test_the_index_follows_rewrites(store: SqlSessionStore) -> None:
     assert ids(search(store, "words")) == [event_id("s1", 1, 1)]
 
 
-def test_rebuilding_the_index_keeps_the_results(store: SqlSessionStore) -> None:
+def test_rebuilding_the_index_keeps_the_results(store: AnySessionStore) -> None:
     store.write_session(
         "p",
         assemble(

@@ -22,9 +22,10 @@ from tests.libs.storage.sessions.builders import (
     turn_id,
     with_session,
 )
+from tests.libs.storage.sessions.conftest import AnySessionStore
 
 
-def test_round_trip(store: SqlSessionStore) -> None:
+def test_round_trip(store: AnySessionStore) -> None:
     assembled = assemble(
         "s1",
         [
@@ -63,14 +64,14 @@ def test_round_trip(store: SqlSessionStore) -> None:
     assert store.get_event("p", "event:nope") is None
 
 
-def test_every_read_is_scoped_to_the_project(store: SqlSessionStore) -> None:
+def test_every_read_is_scoped_to_the_project(store: AnySessionStore) -> None:
     store.write_session("p", assemble("s1", [[(USER, "hello")]]))
     assert store.get_session("other", session_id("s1")) is None
     assert store.get_event("other", event_id("s1", 1, 1)) is None
     assert store.snapshot("other") == 0
 
 
-def test_identical_rewrite_changes_nothing(store: SqlSessionStore) -> None:
+def test_identical_rewrite_changes_nothing(store: AnySessionStore) -> None:
     assembled = assemble("s1", [[(USER, "hello"), (ASSISTANT, "hi")]])
     assert store.snapshot("p") == 0
     store.write_session("p", assembled)
@@ -84,7 +85,7 @@ def test_identical_rewrite_changes_nothing(store: SqlSessionStore) -> None:
 
 
 def test_a_changed_session_replaces_its_rows_and_bumps_the_snapshot(
-    store: SqlSessionStore,
+    store: AnySessionStore,
 ) -> None:
     store.write_session(
         "p",
@@ -112,7 +113,7 @@ def test_a_changed_session_replaces_its_rows_and_bumps_the_snapshot(
     assert store.get_session("p", session_id("s1")) == changed.session
 
 
-def test_session_metadata_change_reaches_denormalised_columns(store: SqlSessionStore) -> None:
+def test_session_metadata_change_reaches_denormalised_columns(store: AnySessionStore) -> None:
     assembled = assemble("s1", [[(USER, "hello")]], touches=[{"tail": "a.py"}])
     store.write_session("p", assembled)
     store.write_session("p", with_session(assembled, source="codex-2"))
@@ -122,7 +123,8 @@ def test_session_metadata_change_reaches_denormalised_columns(store: SqlSessionS
     assert store.touches(_touch_query("a.py", source="codex"))[0] == []
 
 
-def test_rewrite_keeps_untouched_rows(store: SqlSessionStore) -> None:
+def test_rewrite_keeps_untouched_rows(sql_store: SqlSessionStore) -> None:
+    store = sql_store
     first = assemble("s1", [[(USER, "hello"), (ASSISTANT, "hi")]])
     store.write_session("p", first)
     longer = assemble("s1", [[(USER, "hello"), (ASSISTANT, "hi"), (ASSISTANT, "more")]])
@@ -134,13 +136,13 @@ def test_rewrite_keeps_untouched_rows(store: SqlSessionStore) -> None:
     assert store.get_event("p", event_id("s1", 1, 1)) == first.events[0]
 
 
-def test_write_rejects_a_session_of_another_project(store: SqlSessionStore) -> None:
+def test_write_rejects_a_session_of_another_project(store: AnySessionStore) -> None:
     with pytest.raises(ValueError, match="another project"):
         store.write_session("other", assemble("s1", [[(USER, "hello")]]))
     assert store.snapshot("other") == 0
 
 
-def test_write_rejects_repeated_ids(store: SqlSessionStore) -> None:
+def test_write_rejects_repeated_ids(store: AnySessionStore) -> None:
     broken = assemble("s1", [[(USER, "hello")]])
     with pytest.raises(ValueError, match="repeats a event id"):
         store.write_session("p", replace(broken, events=[*broken.events, broken.events[0]]))
@@ -148,8 +150,10 @@ def test_write_rejects_repeated_ids(store: SqlSessionStore) -> None:
 
 
 def test_failed_write_leaves_nothing(
-    store: SqlSessionStore, monkeypatch: pytest.MonkeyPatch
+    sql_store: SqlSessionStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # SQL only: ClickHouse has no transaction (test_sessions_clickhouse covers its behaviour).
+    store = sql_store
     good = assemble("s1", [[(USER, "hello")]], touches=[{"tail": "a.py"}])
     store.write_session("p", good)
 
@@ -167,7 +171,7 @@ def test_failed_write_leaves_nothing(
     assert len(store.touches(_touch_query("a.py"))[0]) == 1
 
 
-def test_nul_characters_are_stored_as_replacement_characters(store: SqlSessionStore) -> None:
+def test_nul_characters_are_stored_as_replacement_characters(store: AnySessionStore) -> None:
     store.write_session(
         "p",
         assemble("s1", [[(USER, "a\x00b", {"payload": {"out": ["x\x00"], "k\x00": 1}})]]),
@@ -178,7 +182,7 @@ def test_nul_characters_are_stored_as_replacement_characters(store: SqlSessionSt
     assert event.payload == {"out": ["x\ufffd"], "k\ufffd": 1}
 
 
-def test_sessions_are_independent(store: SqlSessionStore) -> None:
+def test_sessions_are_independent(store: AnySessionStore) -> None:
     store.write_session("p", assemble("s1", [[(USER, "one")]], touches=[{"tail": "x.py"}]))
     store.write_session("p", assemble("s2", [[(USER, "two")]], touches=[{"tail": "x.py"}]))
     store.write_session("p", assemble("s1", [[(USER, "one!")]], touches=[{"tail": "x.py"}]))
@@ -188,7 +192,8 @@ def test_sessions_are_independent(store: SqlSessionStore) -> None:
     assert store.snapshot("p") == 3
 
 
-def test_search_rows_follow_the_backend(store: SqlSessionStore) -> None:
+def test_search_rows_follow_the_backend(sql_store: SqlSessionStore) -> None:
+    store = sql_store
     store.write_session(
         "p",
         assemble(
@@ -216,7 +221,7 @@ def _touch_query(tail: str, source: str | None = None) -> TouchQuery:
     return TouchQuery(project="p", tail=tail, limit=10, source=source)
 
 
-def test_a_sessions_version_moves_only_when_that_session_changes(store: SqlSessionStore) -> None:
+def test_a_sessions_version_moves_only_when_that_session_changes(store: AnySessionStore) -> None:
     assert store.session_version("p", session_id("s1")) is None
     store.write_session("p", assemble("s1", [[(USER, "hello")]]))
     first = store.session_version("p", session_id("s1"))
