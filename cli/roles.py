@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import secrets
 import tempfile
@@ -19,6 +18,7 @@ import services.ingest
 import services.intelligence
 import services.orchestrator
 import services.query
+from cli.security import is_loopback
 from mcpd.auth.throttle import LoginThrottle
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.config import Settings
@@ -114,7 +114,7 @@ def session_tools(
     whether this process listens on loopback only, i.e. shares its callers' filesystem.
     """
     if probe_filesystem is None:
-        probe_filesystem = is_loopback_address(settings.grpc_addr)
+        probe_filesystem = is_loopback(settings.grpc_addr)
     return SessionTools(
         stores.sessions,
         clock=clock,
@@ -128,17 +128,6 @@ def session_sources(settings: Settings) -> list[str]:
     """The names of the configured transcript sources (what the tool descriptions list)."""
     resolved = resolve_sources(settings.sessions, home=Path.home(), harnesses=harnesses())
     return [source.name for source in resolved]
-
-
-def is_loopback_address(address: str) -> bool:
-    """Whether `host:port` names a loopback host (127.0.0.0/8, ::1, localhost)."""
-    host = address.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def cursor_key(data_dir: Path) -> bytes:
