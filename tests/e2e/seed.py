@@ -14,7 +14,12 @@ FILES = {StoreName.TRACE: "trace.db", StoreName.RUN: "run.db", StoreName.CONTROL
 PROJECT_COLUMNS = {"project", "project_id"}
 # Columns whose readers decode a spec enum: they need a valid value, not the marker. Extend this
 # as read paths land on more tables.
-ENUM_VALUES = {("audit_log", "result"): "refused"}
+ENUM_VALUES = {
+    ("audit_log", "result"): "refused",
+    ("events", "type"): "user_input",
+    ("turns", "event_types"): ["user_input"],
+    ("turns", "tools_called"): [],
+}
 
 
 def _value(table: str, column: sa.Column[Any], project: str, marker: str) -> object:

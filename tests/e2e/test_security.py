@@ -184,7 +184,28 @@ async def test_no_read_with_one_projects_key_returns_another_projects_rows(
             assert BETA_MARKER not in rest.text, rpc.grpc_path
             answer = await call_grpc(channel, rpc, token)
             assert answer != grpc.StatusCode.PERMISSION_DENIED, rpc.grpc_path
-        # The audit log is one read that answers today: alpha's admin sees none of beta's rows.
+        # The session tools read with alpha's key: beta's seeded session never shows.
+        reader = {"authorization": f"Bearer {key_secret('alpha', 'read')}"}
+        for path, arguments in [
+            ("/v1/api/sessions/search", {"query": BETA_MARKER}),
+            (
+                "/v1/api/sessions/list",
+                {"start_datetime": "1970-01-01T00:00:00Z", "end_datetime": "2100-01-01T00:00:00Z"},
+            ),
+        ]:
+            found = await http.post(path, json=arguments, headers=reader)
+            assert found.status_code == 200, found.text
+            # The canonical request echoes the query; the data must not hold beta's rows.
+            assert BETA_MARKER not in str(found.json()["envelope"]["data"]), path
+        # ... while beta's own key does see it, so the check above could fail.
+        beta_reader = {"authorization": f"Bearer {key_secret('beta', 'read')}"}
+        listed = await http.post(
+            "/v1/api/sessions/list",
+            json={"start_datetime": "1970-01-01T00:00:00Z", "end_datetime": "2100-01-01T00:00:00Z"},
+            headers=beta_reader,
+        )
+        assert BETA_MARKER in str(listed.json()["envelope"]["data"]), listed.text
+        # The audit log: alpha's admin sees none of beta's rows.
         alpha_log = await _audit(http, "alpha")
         beta_log = await _audit(http, "beta")
     assert alpha_log
