@@ -209,3 +209,21 @@ async def test_a_daemon_starts_beside_an_embedded_stdio_server_and_its_writes_sh
                 assert time.monotonic() < deadline, "the daemon's import never became visible"
                 await asyncio.sleep(0.2)
     assert found.is_error is False
+
+
+async def test_every_mcp_open_is_audited_allowed_or_refused(keyed_daemon: DaemonProcess) -> None:
+    target = "event:evt_audited0000000000000000000"
+    reader = {"Authorization": "Bearer " + key_secret("alpha", "read")}
+    async with http_session(keyed_daemon, reader) as session:
+        allowed = await session.call_tool("open", {"id": target})
+    wrong_scope = {"Authorization": "Bearer " + key_secret("alpha", "ingest")}
+    async with http_session(keyed_daemon, wrong_scope) as session:
+        refused = await session.call_tool("open", {"id": target})
+    assert error_of_result(allowed)["code"] == "not_found"  # authorized, then looked up
+    assert error_of_result(refused)["details"]["reason"] == "permission_denied"
+    admin = {"authorization": "Bearer " + key_secret("alpha", "admin")}
+    async with httpx.AsyncClient(base_url=keyed_daemon.http_url) as http:
+        events = (await http.get("/v1/api/audit", headers=admin)).json()["events"]
+    opens = [(e["result"], e["project"]) for e in events if e["action"] == "open"]
+    assert ("allowed", "alpha") in opens
+    assert ("refused", "alpha") in opens
