@@ -5,6 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 UV_VERSION := 0.13.9
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
+# The OTLP HTTP/JSON producer of the end-to-end tests (the OpenTelemetry JS SDK's exporters).
+OTLP_JS := tests/e2e/otlp_js
+OTLP_JS_STAMP := $(OTLP_JS)/node_modules/.installed-$(shell cksum < $(OTLP_JS)/package-lock.json | cut -d' ' -f1)
 
 .PHONY: install run test lint proto proto-check lock bench deploy-check ci
 
@@ -15,7 +18,12 @@ $(STAMP): requirements.lock pyproject.toml
 	@$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
 	@rm -f $(VENV)/.installed-* && touch $@
 
-install: $(STAMP)
+# npm ci starts from an empty node_modules, so the stamp inside it goes with any old tree.
+$(OTLP_JS_STAMP): $(OTLP_JS)/package-lock.json $(OTLP_JS)/package.json
+	@cd $(OTLP_JS) && npm ci --silent --no-audit --no-fund
+	@touch $@
+
+install: $(STAMP) $(OTLP_JS_STAMP)
 
 # Readable logs for a person at a terminal; deployments keep the JSON default.
 run: install

@@ -14,11 +14,12 @@ import grpc
 
 import services.account
 import services.evaluation
-import services.ingest
 import services.intelligence
 import services.orchestrator
 import services.query
+from cli.ingest import IngestRole
 from cli.security import is_loopback
+from gateway.otlp import SERVICES as OTLP_SERVICES
 from mcpd.auth.throttle import LoginThrottle
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.config import Settings
@@ -44,6 +45,8 @@ SERVICE_ROLES = {
     "mcpd.orchestrator.v1.OrchestratorService": "orchestrator",
     "mcpd.evaluation.v1.EvaluationService": "evaluation",
     "mcpd.intelligence.v1.IntelligenceService": "intelligence",
+    # OTLP/HTTP is relayed by the gateway to the ingest role's OTLP collector services.
+    **dict.fromkeys(OTLP_SERVICES, "ingest"),
 }
 
 # Every gRPC role authenticates callers against the control store, so every one opens storage.
@@ -57,15 +60,22 @@ def peer_address(settings: Settings, role: str) -> str:
 
 
 def registrations(
-    roles: Sequence[str], stores: Stores, settings: Settings, *, clock: Clock
+    roles: Sequence[str],
+    stores: Stores,
+    settings: Settings,
+    *,
+    clock: Clock,
+    ingest: IngestRole | None = None,
 ) -> list[ServiceRegistration]:
-    """The gRPC services of `roles`, wired to their dependencies."""
+    """The gRPC services of `roles`, wired to their dependencies; `ingest` is the running
+    ingest role when this process serves it."""
     found: list[ServiceRegistration] = []
     security = settings.security
     for role in roles:
         match role:
             case "ingest":
-                found += services.ingest.registrations()
+                assert ingest is not None, "the ingest role is started before its services"
+                found += ingest.registrations(clock)
             case "query":
                 found += services.query.registrations(
                     stores.trace,
@@ -74,6 +84,7 @@ def registrations(
                     signup=security.signup,
                     clock=clock,
                     sessions=session_tools(stores, settings, clock=clock),
+                    ingest_lag=ingest.lag if ingest is not None else None,
                 )
                 throttle = LoginThrottle(
                     clock,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -14,6 +15,7 @@ import grpc
 
 from cli import roles as role_table
 from cli.http_server import HttpServer
+from cli.ingest import start_ingest
 from cli.security import build_security
 from cli.security import describe as describe_security
 from gateway.app import create_app
@@ -50,7 +52,12 @@ async def serve(settings: Settings, roles: Sequence[str]) -> None:
                 listening.append(settings.http_addr)
             security = await build_security(settings.security, stores.control, clock, listening)
             banner.append(describe_security(security, settings.security.local_project))
-            registrations = role_table.registrations(grpc_roles, stores, settings, clock=clock)
+            ingest = None
+            if "ingest" in roles:
+                ingest = await start_ingest(stack, settings, stores, clock)
+            registrations = role_table.registrations(
+                grpc_roles, stores, settings, clock=clock, ingest=ingest
+            )
             server = await stack.enter_async_context(
                 GrpcServer(
                     settings.grpc_addr,
@@ -60,6 +67,17 @@ async def serve(settings: Settings, roles: Sequence[str]) -> None:
                 )
             )
             grpc_address = _local_address(settings.grpc_addr, server.port)
+            if ingest is not None:
+                # OTLP/gRPC on its standard port, behind the same authentication.
+                otlp = await stack.enter_async_context(
+                    GrpcServer(
+                        settings.otlp_grpc_addr,
+                        ingest.otlp_registrations(),
+                        settings.grpc,
+                        interceptors=[security.interceptor],
+                    )
+                )
+                banner.append(f"  otlp/grpc  {_local_address(settings.otlp_grpc_addr, otlp.port)}")
             if "ingest" in roles:
                 # After the gRPC server, so on shutdown tailing stops before it drains.
                 banner.append(await _tail_transcripts(stack, settings, stores, clock))
@@ -75,6 +93,9 @@ async def serve(settings: Settings, roles: Sequence[str]) -> None:
             http = await stack.enter_async_context(HttpServer(app, settings.http_addr))
             http_address = _local_address(settings.http_addr, http.port)
         _announce(roles, stores, grpc_address, http_address, banner)
+        # Everything built so far lives until shutdown: keep the collector from walking it on
+        # every collection (measured: a 512-span OTLP/JSON request took 27 ms without, 11 with).
+        gc.freeze()
         await stop.wait()
         log.info("stopping", extra={"roles": list(roles)})
     log.info("stopped")

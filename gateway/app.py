@@ -1,4 +1,5 @@
-"""The gateway's ASGI app: REST (with /healthz and OpenAPI) and MCP (Streamable HTTP at /mcp)."""
+"""The gateway's ASGI app: REST (with /healthz and OpenAPI), OTLP/HTTP, and MCP (Streamable HTTP
+at /mcp)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from gateway.mcp import MCP_PATH, McpHttpEndpoint, ToolCatalog, UpstreamTools, build_server
 from gateway.mcp import caller_from_request as mcp_caller
+from gateway.otlp import MAX_BODY_BYTES as OTLP_MAX_BODY_BYTES
+from gateway.otlp import OPENAPI_PATHS as OTLP_OPENAPI_PATHS
+from gateway.otlp import OtlpReceiver
 from gateway.rest import errors
 from gateway.rest.catalog import load_rpcs
 from gateway.rest.comments import load_comments
@@ -34,6 +38,7 @@ def create_app(
     default_deadline_s: float = 30.0,
     max_deadline_s: float = MAX_DEADLINE_S,
     max_body_bytes: int = MAX_BODY_BYTES,
+    otlp_max_body_bytes: int = OTLP_MAX_BODY_BYTES,
     mcp_tools: ToolCatalog | None = None,
 ) -> Starlette:
     """The gateway app.
@@ -45,6 +50,11 @@ def create_app(
     `default_deadline_s` upstream unless an `X-Mcpd-Timeout` header (capped at `max_deadline_s`)
     says otherwise. The descriptors are read and the routes built here, so a proto annotation
     the gateway cannot serve fails at start.
+
+    `POST /v1/traces`, `/v1/logs` and `/v1/metrics` receive OTLP/HTTP (protobuf or JSON, gzip or
+    not, at most `otlp_max_body_bytes` inflated) and relay each export to the OTLP collector
+    service of its signal (`opentelemetry.proto.collector.trace.v1.TraceService`, ...), which
+    `channel_for` must know, with `default_deadline_s`.
 
     `/mcp` serves the session-search tools of `mcp_tools` (default: the tools' catalogue with no
     transcript sources named) over Streamable HTTP, forwarding each call to the query service
@@ -61,13 +71,16 @@ def create_app(
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
 
+    otlp = OtlpReceiver(
+        channel_for, deadline_s=default_deadline_s, max_body_bytes=otlp_max_body_bytes
+    )
     rest = RestTranscoder(
         rpcs,
         channel_for,
         default_deadline_s=default_deadline_s,
         max_deadline_s=max_deadline_s,
         max_body_bytes=max_body_bytes,
-        endpoints=[("GET", OPENAPI_PATH, openapi)],
+        endpoints=[("GET", OPENAPI_PATH, openapi), *otlp.endpoints()],
     )
     mcp = McpHttpEndpoint(
         build_server(
@@ -85,10 +98,11 @@ def create_app(
     routes: list[BaseRoute] = [
         # /mcp, every method (an ASGI app as a Route endpoint): before the catch-all. Plain
         # endpoints such as the OTLP/HTTP receivers (POST /v1/traces, /v1/logs, /v1/metrics) are
-        # best registered with the transcoder, like the OpenAPI document above, so they get the
+        # registered with the transcoder, like the OpenAPI document above, so they get the
         # same 404/405 handling: a method-restricted Starlette Route placed here would only
         # partially match a wrong method and fall through to the transcoder's 404. The
-        # transcoder answers everything else, so every error has the one body shape.
+        # transcoder answers everything else, so every error has the one body shape (OTLP's
+        # own failures excepted: OTLP/HTTP specifies a google.rpc.Status body).
         Route(MCP_PATH, endpoint=mcp),
         Mount("", app=rest),
     ]
@@ -97,7 +111,8 @@ def create_app(
     )
 
 
-_OWN_PATHS = {
+_OWN_PATHS: dict[str, dict[str, Any]] = {
+    **OTLP_OPENAPI_PATHS,
     OPENAPI_PATH: {
         "get": {
             "operationId": "Gateway_GetOpenApi",
@@ -112,7 +127,7 @@ _OWN_PATHS = {
                 "4XX": {"$ref": "#/components/responses/Error"},
             },
         }
-    }
+    },
 }
 
 

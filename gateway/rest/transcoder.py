@@ -124,7 +124,7 @@ class RestTranscoder:
         body = await self._read_body(request)
         message = bind_request(rpc, params, request.query_params.multi_items(), body)
         timeout = self._timeout(request)
-        metadata = _forwarded_metadata(request)
+        metadata = forwarded_metadata(request)
         try:
             channel = self._channel_for(rpc.service.full_name)
         except LookupError:
@@ -179,7 +179,7 @@ class _BodyTooLargeError(McpdError):
     default_reason = "BODY_TOO_LARGE"
 
 
-def _forwarded_metadata(request: Request) -> tuple[tuple[str, str], ...]:
+def forwarded_metadata(request: Request) -> tuple[tuple[str, str], ...]:
     forwarded: list[tuple[str, str]] = []
     for name in FORWARDED_HEADERS:
         value = request.headers.get(name)

@@ -9,6 +9,7 @@ import httpx
 import jsonschema  # type: ignore[import-untyped]  # no stubs in the lock
 import pytest
 
+import gateway.otlp
 from gateway.rest import build_openapi, load_rpcs
 from gateway.rest.comments import load_comments
 from gateway.tests.test_routes import all_methods
@@ -155,5 +156,9 @@ async def test_served_by_the_app(client: httpx.AsyncClient) -> None:
     response = await client.get("/v1/api/openapi.json")
     assert response.status_code == 200
     served = response.json()
-    assert set(served["paths"]) == {*document()["paths"], "/v1/api/openapi.json"}
+    assert set(served["paths"]) == {
+        *document()["paths"],
+        "/v1/api/openapi.json",
+        *gateway.otlp.OPENAPI_PATHS,
+    }
     assert served["components"]["schemas"] == document()["components"]["schemas"]

@@ -2,26 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mcpd.query.v1.query_service_pb2_grpc import add_QueryServiceServicer_to_server
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
+from mcpd.signals.batch import IngestLag
 from services.query.health import HealthReporter
-from services.query.servicer import AuditLog, CapabilitySource, QueryServicer, SessionToolSet
+from services.query.servicer import (
+    AuditLog,
+    QueryServicer,
+    SessionToolSet,
+    TraceReader,
+)
 
 __all__ = ["SessionToolSet", "registrations"]
 
 
 def registrations(
-    store: CapabilitySource,
+    store: TraceReader,
     audit: AuditLog,
     *,
     storage: str,
     signup: bool,
     clock: Clock,
     sessions: SessionToolSet,
+    ingest_lag: Callable[[], IngestLag] | None = None,
 ) -> list[ServiceRegistration]:
-    """The gRPC services this role serves; `sessions` are the MCP session-search tools."""
-    health = HealthReporter(storage=storage, clock=clock, signup=signup)
+    """The gRPC services this role serves; `sessions` are the MCP session-search tools;
+    `ingest_lag` is the co-located ingest writer's lag, reported by health."""
+    health = HealthReporter(storage=storage, clock=clock, signup=signup, ingest_lag=ingest_lag)
     servicer = QueryServicer(store, audit, health, sessions)
     return [registration(servicer, add_QueryServiceServicer_to_server)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
@@ -14,7 +15,10 @@ from google.protobuf.struct_pb2 import Struct
 from mcpd import codec
 from mcpd.model.v1 import query_pb2
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
+from mcpd.runtime.errors import InvalidArgument, NotFound
 from mcpd.runtime.servicers import pending_rpcs
+from mcpd.signals import messages
+from mcpd.signals.batch import TraceRecords
 from mcpd.storage.records import AuditPage
 from services.query.health import HealthReporter
 from services.query.sessions.envelope import ToolResult, failure
@@ -29,6 +33,16 @@ class CapabilitySource(Protocol):
 
     def capabilities(self) -> query_pb2.StoreCapabilities:
         """What this backend supports, reported truthfully."""
+        ...
+
+
+class TraceReader(CapabilitySource, Protocol):
+    """A trace store that says what it supports and reads one trace with what hangs off it."""
+
+    def trace_records(
+        self, project: str, trace_id: str, *, logs: bool, scores: bool, feedback: bool
+    ) -> TraceRecords | None:
+        """One trace of one project, or None (see `mcpd.storage.interfaces.TraceStore`)."""
         ...
 
 
@@ -71,6 +85,8 @@ the agent runs even when a daemon answers. It only narrows a search; it grants n
 
 
 DEFAULT_AUDIT_PAGE = 100
+TRACE_INCLUDES = frozenset({"logs", "scores", "feedback"})
+_TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 
 @pending_rpcs("the query issue (traces, spans, logs, metrics, analytics)")
@@ -79,7 +95,7 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
 
     def __init__(
         self,
-        store: CapabilitySource,
+        store: TraceReader,
         audit: AuditLog,
         health: HealthReporter,
         sessions: SessionToolSet,
@@ -88,6 +104,41 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         self._audit = audit
         self._health = health
         self._sessions = sessions
+
+    async def GetTrace(
+        self,
+        request: query_service_pb2.GetTraceRequest,
+        context: grpc.aio.ServicerContext[query_service_pb2.GetTraceRequest, query_pb2.TraceDetail],
+    ) -> query_pb2.TraceDetail:
+        # The auth interceptor has resolved request.project against the caller's grant.
+        trace_id = request.trace_id.lower()
+        if not _TRACE_ID.fullmatch(trace_id):
+            raise InvalidArgument("trace_id must be 32 hex characters", field="trace_id")
+        include = set(request.include)
+        unknown = sorted(include - TRACE_INCLUDES)
+        if unknown:
+            raise InvalidArgument(
+                f"include: unknown value {unknown[0]!r}; choose from "
+                + ", ".join(sorted(TRACE_INCLUDES)),
+                field="include",
+            )
+        records = await asyncio.to_thread(
+            self._store.trace_records,
+            request.project,
+            trace_id,
+            logs="logs" in include,
+            scores="scores" in include,
+            feedback="feedback" in include,
+        )
+        if records is None:
+            raise NotFound(f"there is no trace {trace_id!r} in this project", field="trace_id")
+        return query_pb2.TraceDetail(
+            trace=messages.trace_message(records.trace),
+            spans=[messages.span_message(row) for row in records.spans],
+            logs=[messages.log_message(row) for row in records.logs],
+            scores=[messages.score_message(row) for row in records.scores],
+            feedback=[messages.feedback_message(row) for row in records.feedback],
+        )
 
     async def GetHealth(
         self,

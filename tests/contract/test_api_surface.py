@@ -7,6 +7,7 @@ from google.api import annotations_pb2
 from google.protobuf.descriptor import MethodDescriptor
 
 from cli.roles import GRPC_ROLES, SERVICE_ROLES
+from gateway.otlp import SERVICES as OTLP_SERVICES
 from mcpd.options.v1 import access_pb2
 from tests.contract.api_surface import methods, services
 
@@ -25,7 +26,9 @@ def test_the_six_services_exist() -> None:
 
 
 def test_every_service_has_a_grpc_role() -> None:
-    assert set(SERVICE_ROLES) == {s.full_name for s in services()}
+    # mcpd's six, plus the OTLP collector services the ingest role serves for OTLP/HTTP.
+    assert set(SERVICE_ROLES) == {s.full_name for s in services()} | set(OTLP_SERVICES)
+    assert {SERVICE_ROLES[name] for name in OTLP_SERVICES} == {"ingest"}
     assert set(SERVICE_ROLES.values()) <= set(GRPC_ROLES)
 
 

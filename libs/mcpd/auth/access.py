@@ -3,6 +3,9 @@
 The rules come from the generated descriptors of every `*_service_pb2` module under `mcpd`, so
 a new RPC is protected the day its proto lands: an RPC without an access option, or with one
 that grants nothing coherent, stops the process at start-up instead of answering unguarded.
+
+The OpenTelemetry collector services (OTLP `Export` for traces, logs and metrics) are not mcpd
+protos and carry no option; their one rule, scope ingest, is declared here (`OTLP_RULES`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from types import MappingProxyType
 from typing import TypeAlias
 
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 import mcpd
 from mcpd.model.v1 import enums_pb2
@@ -116,10 +122,32 @@ def build_rules(services: Iterable[ServiceDescriptor]) -> dict[str, AccessRule]:
     return rules
 
 
+def _otlp_rules() -> dict[str, AccessRule]:
+    """OTLP Export of traces, logs and metrics: scope ingest, allowed calls not audited.
+
+    Read from the opentelemetry-proto descriptors so a renamed service cannot leave a path
+    unguarded.
+    """
+    services = (
+        trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"],
+        logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"],
+        metrics_service_pb2.DESCRIPTOR.services_by_name["MetricsService"],
+    )
+    return {
+        method_path(method): AccessRule(method=method.full_name, scope=enums_pb2.KEY_SCOPE_INGEST)
+        for service in services
+        for method in service.methods
+    }
+
+
+OTLP_RULES: Mapping[str, AccessRule] = MappingProxyType(_otlp_rules())
+
+
 @functools.cache
 def access_rules() -> Mapping[str, AccessRule]:
-    """The rules of every RPC of every mcpd service, keyed by gRPC path (read-only, cached)."""
-    return MappingProxyType(build_rules(_mcpd_services()))
+    """The rules of every RPC of every mcpd service and of OTLP Export, keyed by gRPC path
+    (read-only, cached)."""
+    return MappingProxyType({**build_rules(_mcpd_services()), **OTLP_RULES})
 
 
 def _rule(method: MethodDescriptor) -> AccessRule:

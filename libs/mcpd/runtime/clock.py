@@ -78,6 +78,15 @@ class ManualClock:
             self._now = aware
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def epoch_nanos(moment: datetime) -> int:
+    """Nanoseconds since the Unix epoch for an aware datetime (a naive one raises TypeError)."""
+    # Integer arithmetic: a float timestamp would round away the microseconds.
+    return (moment - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
 def to_timestamp(value: datetime) -> timestamp_pb2.Timestamp:
     """A protobuf Timestamp for an aware datetime. Naive datetimes are refused: their zone is a
     guess, and a wrong guess silently shifts every stored time."""

@@ -124,6 +124,26 @@ class SessionsSettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class IngestSettings:
+    """`[ingest]`: how signals are accepted.
+
+    `projects_file` is a TOML file of per-project policies (`[[projects]]` with `id`, `name`,
+    `retention_days`, `sampling`, `redaction` and `prices`), written to the control store at
+    start. `redaction_key_file` holds the key of keyed hashes (user ids, `hash` redaction
+    rules); it is created, 32 random bytes with mode 0600, when missing (default:
+    `redaction.key` in the data directory). Every replica of a deployment needs the same key,
+    or equal user ids stop hashing alike. `group_max_records` caps one group commit;
+    `max_pending_records` caps what may wait for storage before requests are refused with 429.
+    """
+
+    projects_file: Path | None = None
+    redaction_key_file: Path | None = None
+    group_max_records: int = 20_000
+    max_pending_records: int = 500_000
+    policy_ttl_s: float = 5.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     """The effective configuration of one mcpd process.
 
@@ -148,6 +168,7 @@ class Settings:
     gateway: GatewaySettings = dataclasses.field(default_factory=GatewaySettings)
     security: SecuritySettings = dataclasses.field(default_factory=SecuritySettings)
     sessions: SessionsSettings = dataclasses.field(default_factory=SessionsSettings)
+    ingest: IngestSettings = dataclasses.field(default_factory=IngestSettings)
 
     def __post_init__(self) -> None:
         for name in PEER_ADDRESS_KEYS:
@@ -170,6 +191,7 @@ _SECTIONS: Mapping[str, type] = {
     "gateway": GatewaySettings,
     "security": SecuritySettings,
     "sessions": SessionsSettings,
+    "ingest": IngestSettings,
 }
 
 
@@ -338,6 +360,7 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
     if not security.local_project.strip():
         raise fail("security.local_project", "must not be empty")
     _validate_sessions(settings.sessions, fail)
+    _validate_ingest(settings.ingest, fail)
     for name, url, schemes in (
         ("postgres_url", storage.postgres_url, _POSTGRES_SCHEMES),
         ("clickhouse_url", storage.clickhouse_url, _CLICKHOUSE_SCHEMES),
@@ -359,6 +382,16 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
 
 
 _SOURCE_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+
+
+def _validate_ingest(ingest: IngestSettings, fail: Callable[[str, str], InvalidArgument]) -> None:
+    for key in ("group_max_records", "max_pending_records"):
+        if getattr(ingest, key) < 1:
+            raise fail(f"ingest.{key}", "must be a positive number of records")
+    if ingest.max_pending_records < ingest.group_max_records:
+        raise fail("ingest.max_pending_records", "must be at least ingest.group_max_records")
+    if not (math.isfinite(ingest.policy_ttl_s) and ingest.policy_ttl_s >= 0):
+        raise fail("ingest.policy_ttl_s", "must be a finite number of seconds, 0 or more")
 
 
 def _validate_sessions(

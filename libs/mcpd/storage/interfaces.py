@@ -12,11 +12,12 @@ threads at once (connections come from a pool, one per call).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from mcpd.model.v1 import account_pb2, query_pb2
+from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
 from mcpd.storage.records import AuditPage, StoredAccount, StoredKey, StoredSession
 
 
@@ -42,6 +43,43 @@ class TraceStore(Protocol):
 
     def pending_migrations(self) -> list[str]:
         """Migrations not yet applied, oldest first; changes nothing."""
+        ...
+
+    def write_batches(self, batches: Sequence[SignalBatch]) -> list[bool]:
+        """Write several batches as ONE transaction (group commit); all of it or none of it.
+
+        Returns, per batch in order, True when it was written and False when its
+        `(key_project, ingest_key)` was already stored (by an earlier call, or by an earlier
+        batch of this call): nothing of such a batch is written. Rows replace rows with the
+        same primary key (a span re-sent when it ends). In the same transaction the store
+        records the ingest keys, writes `held_spans` to its holding table, re-projects the
+        trace row of every (project, trace_id) that a written span, score or feedback touches
+        (`mcpd.signals.projection`), and upserts the facet values the rows carry
+        (`mcpd.signals.facets`).
+        """
+        ...
+
+    def held_traces(self) -> list[HeldTrace]:
+        """A summary of every trace with spans in the holding table (tail sampling)."""
+        ...
+
+    def release_held(self, project: str, keep: Sequence[str], drop: Sequence[str]) -> int:
+        """Tail sampling's decision, in one transaction: the held spans of the `keep` traces
+        move into `spans` (projection and facets maintained as in `write_batches`), those of
+        the `drop` traces are deleted. Returns how many spans moved."""
+        ...
+
+    def trace_records(
+        self, project: str, trace_id: str, *, logs: bool, scores: bool, feedback: bool
+    ) -> TraceRecords | None:
+        """One trace of one project with its spans (and, as asked, logs, scores and
+        feedback), in the order `TraceRecords` documents; None when the project holds no
+        trace row with this id."""
+        ...
+
+    def facet_value_count(self, project: str, facet: str, key: str) -> int:
+        """How many distinct values the facet table holds for (project, facet, key); `key` is
+        '' for every facet but `metric_label_value`."""
         ...
 
     def close(self) -> None:
@@ -149,6 +187,23 @@ class ControlStore(Protocol):
 
     def get_project(self, project_id: str) -> account_pb2.Project | None:
         """The project, or None when there is none with this id."""
+        ...
+
+    def configure_project(self, project: account_pb2.Project) -> None:
+        """Create or update a project's name, retention, sampling, redaction, budget and
+        metadata from configuration (absent JSON fields cleared); created_at is kept."""
+        ...
+
+    def set_price_overrides(
+        self, project_id: str, prices: Mapping[str, Mapping[str, float]], currency: str = "USD"
+    ) -> int:
+        """Record the project's price overrides (model -> meter -> price per million tokens)
+        as new price-book rows effective now, for the meters whose price changed; return how
+        many rows were added. Price rows are never updated."""
+        ...
+
+    def price_overrides(self, project_id: str) -> dict[str, dict[str, float]]:
+        """The project's current price override per model and meter."""
         ...
 
     def close(self) -> None:

@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from mcpd.redaction import Redactor
 from mcpd.sessions.model import AssembledSession, ParsedSession, SessionRecord
-from services.ingest.redaction import Redactor
 from services.ingest.transcripts.assemble import assemble
 from services.ingest.transcripts.parsers._common import Parser
 from services.ingest.transcripts.registry import parser_for
@@ -197,7 +197,7 @@ class Importer:
             dataclasses.replace(
                 event,
                 text=redact.redact_text(event.text),
-                payload=None if event.payload is None else redact.redact_payload(event.payload),
+                payload=None if event.payload is None else redact.redact_json(event.payload),
             )
             for event in parsed.events
         ]

@@ -47,10 +47,24 @@ def _every_method_path() -> set[str]:
     return paths
 
 
-def test_rules_cover_every_method_of_the_six_services() -> None:
+OTLP_EXPORTS = {
+    "/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+    "/opentelemetry.proto.collector.logs.v1.LogsService/Export",
+    "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export",
+}
+
+
+def test_rules_cover_every_method_of_the_six_services_and_otlp_export() -> None:
     paths = _every_method_path()
     assert len(paths) > 60
-    assert set(access_rules()) == paths
+    assert set(access_rules()) == paths | OTLP_EXPORTS
+
+
+@pytest.mark.parametrize("path", sorted(OTLP_EXPORTS))
+def test_otlp_export_needs_ingest_and_is_not_audited_when_allowed(path: str) -> None:
+    method = path.removeprefix("/").replace("/", ".")
+    assert access_rules()[path] == AccessRule(method, INGEST)
+    assert not access_rules()[path].audited
 
 
 def test_every_rule_grants_exactly_one_way_in() -> None:

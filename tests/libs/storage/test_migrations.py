@@ -40,7 +40,9 @@ SESSION_TABLES = {
     "event_search",
     "session_versions",
 }
-SQL_TRACE_TABLES = TRACE_TABLES | SESSION_TABLES
+# What ingest writes beside the signals on SQL (idempotency keys, tail sampling's holding table).
+SQL_SIGNAL_TABLES = {"ingest_keys", "held_spans"}
+SQL_TRACE_TABLES = TRACE_TABLES | SESSION_TABLES | SQL_SIGNAL_TABLES
 RUN_TABLES = {
     "definitions",
     "runs",
@@ -59,11 +61,11 @@ CONTROL_TABLES = {
     "audit_log",
     "price_book",
 }
-CLICKHOUSE_REVISIONS = ["0001_initial", "0002_session_read_model"]
+CLICKHOUSE_REVISIONS = ["0001_initial", "0002_session_read_model", "0003_ingest_keys_held_spans"]
 EXPECTED_TABLES = {"trace": SQL_TRACE_TABLES, "run": RUN_TABLES, "control": CONTROL_TABLES}
 # Every store's revisions, oldest first: what a fresh database has applied after `migrate`.
 REVISIONS = {
-    "trace": ["0001_initial", "0002_session_read_model"],
+    "trace": ["0001_initial", "0002_session_read_model", "0003_ingest_keys_held_spans"],
     "run": ["0001_initial"],
     "control": ["0001_initial", "0002_key_owner_audit_order"],
 }
@@ -71,7 +73,11 @@ REVISIONS = {
 
 def test_trace_store_migrate_creates_every_table(trace_store: OpenedStore) -> None:
     clickhouse = trace_store.backend == "clickhouse"
-    tables = TRACE_TABLES | CLICKHOUSE_SESSION_TABLES if clickhouse else SQL_TRACE_TABLES
+    tables = (
+        TRACE_TABLES | CLICKHOUSE_SESSION_TABLES | SQL_SIGNAL_TABLES
+        if clickhouse
+        else SQL_TRACE_TABLES
+    )
     assert trace_store.table_names() & tables == set()
 
     applied = trace_store.store.migrate()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mcpd.model.v1 import query_pb2
+from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
 from mcpd.storage import capabilities
 from mcpd.storage.clickhouse import migrate as clickhouse_migrate
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
+from mcpd.storage.clickhouse.signals import ClickHouseSignals
 
 
 class ClickHouseTraceStore:
@@ -13,6 +17,7 @@ class ClickHouseTraceStore:
 
     def __init__(self, executor: ClickHouseExecutor) -> None:
         self._executor = executor
+        self._signals = ClickHouseSignals(executor)
 
     @property
     def backend(self) -> str:
@@ -35,6 +40,35 @@ class ClickHouseTraceStore:
     def pending_migrations(self) -> list[str]:
         """Versions not yet applied; nothing is changed."""
         return clickhouse_migrate.pending(self._executor)
+
+    def write_batches(self, batches: Sequence[SignalBatch]) -> list[bool]:
+        """Write the batches; per batch, False for a replayed ingest key.
+
+        Not one transaction on ClickHouse: see `mcpd.storage.clickhouse.signals` for what is
+        guaranteed instead (one INSERT per table, ingest keys last, replacing engines).
+        """
+        return self._signals.write_batches(batches)
+
+    def held_traces(self) -> list[HeldTrace]:
+        """A summary of every trace with spans in the holding table."""
+        return self._signals.held_traces()
+
+    def release_held(self, project: str, keep: Sequence[str], drop: Sequence[str]) -> int:
+        """Move the kept traces' held spans into `spans`, delete the dropped traces' ones;
+        return how many spans moved."""
+        return self._signals.release_held(project, keep, drop)
+
+    def trace_records(
+        self, project: str, trace_id: str, *, logs: bool, scores: bool, feedback: bool
+    ) -> TraceRecords | None:
+        """One trace of one project with its spans and, as asked, logs, scores, feedback."""
+        return self._signals.trace_records(
+            project, trace_id, logs=logs, scores=scores, feedback=feedback
+        )
+
+    def facet_value_count(self, project: str, facet: str, key: str) -> int:
+        """How many distinct values the facet table holds for (project, facet, key)."""
+        return self._signals.facet_value_count(project, facet, key)
 
     def close(self) -> None:
         """Close the executor. Idempotent."""

@@ -8,11 +8,12 @@ refused write leaves nothing behind.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime
 from typing import Any, TypeVar
 
+from google.protobuf import json_format
 from sqlalchemy import (
     ColumnElement,
     Connection,
@@ -41,8 +42,12 @@ from mcpd.storage.sql.schema.control import (
     accounts,
     api_keys,
     audit_log,
+    price_book,
     projects,
 )
+
+# The price book rows of one project's overrides are filed under this book id.
+PROJECT_BOOK_PREFIX = "project:"
 
 
 class SqlControlStore(SqlStore):
@@ -77,6 +82,76 @@ class SqlControlStore(SqlStore):
             if row[field] is not None:
                 getattr(project, field).CopyFrom(convert.json_value(row[field]))
         return project
+
+    def configure_project(self, project: account_pb2.Project) -> None:
+        """Create or update a project from configuration: name, retention, sampling, redaction,
+        budget and metadata are set as given (absent JSON fields cleared); created_at is kept."""
+        values: dict[str, Any] = {
+            "name": project.name or project.project_id,
+            "retention_days": (
+                project.retention_days if project.HasField("retention_days") else None
+            ),
+        }
+        for field in ("sampling", "redaction", "budget", "metadata"):
+            values[field] = (
+                json_format.MessageToDict(getattr(project, field))
+                if project.HasField(field)
+                else None
+            )
+        with self._engine.begin() as conn:
+            self._ensure_project(conn, project.project_id, values["name"], self._clock.now())
+            conn.execute(
+                update(projects).where(projects.c.project_id == project.project_id).values(values)
+            )
+
+    def set_price_overrides(
+        self, project_id: str, prices: Mapping[str, Mapping[str, float]], currency: str = "USD"
+    ) -> int:
+        """Record a project's price overrides (model -> meter -> price per million tokens).
+
+        Price rows are never updated: a meter whose latest price differs gets a new row
+        effective now, so a cost computed earlier can still be explained. Returns how many rows
+        were added.
+        """
+        current = self.price_overrides(project_id)
+        now = convert.nanos(self._clock.now())
+        book = PROJECT_BOOK_PREFIX + project_id
+        rows = [
+            {
+                "book_id": book,
+                "provider": "",
+                "model": model,
+                "meter": meter,
+                "currency": currency,
+                "price_per_million": float(price),
+                "effective_from": now,
+            }
+            for model, meters in prices.items()
+            for meter, price in meters.items()
+            if current.get(model, {}).get(meter) != float(price)
+        ]
+        if rows:
+            with self._engine.begin() as conn:
+                conn.execute(insert_ignore(price_book, self._dialect), rows)
+        return len(rows)
+
+    def price_overrides(self, project_id: str) -> dict[str, dict[str, float]]:
+        """The project's current override per model and meter (the latest row of each)."""
+        now = convert.nanos(self._clock.now())
+        query = (
+            select(price_book.c.model, price_book.c.meter, price_book.c.price_per_million)
+            .where(
+                price_book.c.book_id == PROJECT_BOOK_PREFIX + project_id,
+                price_book.c.effective_from <= now,
+            )
+            .order_by(price_book.c.effective_from)
+        )
+        overrides: dict[str, dict[str, float]] = {}
+        with read_connection(self._engine) as conn:
+            for model, meter, price in conn.execute(query):
+                # Oldest first, so the latest price of each meter is the one left.
+                overrides.setdefault(model, {})[meter] = price
+        return overrides
 
     # Accounts and sessions
 

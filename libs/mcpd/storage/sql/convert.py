@@ -11,14 +11,13 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
+from mcpd.runtime.clock import epoch_nanos
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NANOS_PER_SECOND = 1_000_000_000
 
 
-def nanos(moment: datetime) -> int:
-    """Nanoseconds since the epoch for an aware datetime (a naive one raises TypeError)."""
-    # Integer arithmetic: a float timestamp would round away the microseconds.
-    return (moment - EPOCH) // timedelta(microseconds=1) * 1000
+nanos = epoch_nanos
 
 
 def datetime_of(value: int) -> datetime:

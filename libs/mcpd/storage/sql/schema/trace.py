@@ -13,7 +13,10 @@ totals and Cost flattened (see `_common`). Two deliberate differences from the s
   measured against), including scores, feedback and notes whose entities do not publish it.
 
 `facet_values` is not a spec entity: it is the distinct-value list discovery answers from,
-maintained as signals arrive (see the Facet enumeration).
+maintained as signals arrive (see the Facet enumeration). Nor are the two tables ingest writes
+beside the signals: `ingest_keys` (the idempotency keys of written batches, scoped to the
+sending caller's project) and `held_spans` (spans a tail-sampling project keeps out of `spans`
+until their trace is decided, each as its whole row in one JSON document).
 """
 
 from __future__ import annotations
@@ -264,4 +267,29 @@ facet_values = Table(
     Column("value", Text, nullable=False),
     Column("last_seen", TimestampNs, nullable=False),
     PrimaryKeyConstraint("project", "facet", "key", "value"),
+)
+
+ingest_keys = Table(
+    "ingest_keys",
+    metadata,
+    # The project of the caller that sent the batch (`SignalBatch.key_project`).
+    Column("project", Text, nullable=False),
+    Column("ingest_key", Text, nullable=False),
+    Column("received_at", TimestampNs, nullable=False),
+    Column("record_count", Integer, nullable=False),
+    PrimaryKeyConstraint("project", "ingest_key"),
+    # Expiring keys older than the replay window.
+    index("ingest_keys", "project", "received_at"),
+)
+
+held_spans = Table(
+    "held_spans",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("trace_id", Text, nullable=False),
+    Column("span_id", Text, nullable=False),
+    Column("received_at", TimestampNs, nullable=False),
+    # The span's row (`mcpd.signals.rows.SpanRow`), every key present.
+    Column("row", JsonDocument, nullable=False),
+    PrimaryKeyConstraint("project", "trace_id", "span_id"),
 )

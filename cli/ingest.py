@@ -1,0 +1,89 @@
+"""The ingest role's parts, built once per process: policies, writer, tail sampler, pipeline.
+
+Order matters on the way out: the writer and the tail sampler are registered on the exit stack
+BEFORE the gRPC servers that feed them, so shutdown drains the servers first (no new batch
+arrives), then the sampler stops, then the writer commits what is queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+
+from cli.projects import apply_projects, load_projects_file
+from mcpd.pricing import load_price_book
+from mcpd.redaction import load_or_create_key
+from mcpd.runtime.clock import Clock
+from mcpd.runtime.config import Settings
+from mcpd.runtime.server import ServiceRegistration
+from mcpd.signals.batch import IngestLag
+from mcpd.storage import Stores
+from services.ingest import registrations
+from services.ingest.cardinality import LabelCardinality
+from services.ingest.otlp import otlp_registrations
+from services.ingest.pipeline import IngestPipeline
+from services.ingest.policies import ProjectPolicies
+from services.ingest.tail import TailSampler
+from services.ingest.writer import BatchWriter
+
+REDACTION_KEY_FILE = "redaction.key"
+
+
+@dataclass(frozen=True, slots=True)
+class IngestRole:
+    """The running ingest role: its gRPC services and its lag."""
+
+    pipeline: IngestPipeline
+    writer: BatchWriter
+
+    def registrations(self, clock: Clock) -> list[ServiceRegistration]:
+        """Native IngestService plus the OTLP collector services."""
+        return [*registrations(self.pipeline, clock), *self.otlp_registrations()]
+
+    def otlp_registrations(self) -> list[ServiceRegistration]:
+        """The OTLP collector services alone (the OTLP/gRPC port serves only these)."""
+        return otlp_registrations(self.pipeline)
+
+    def lag(self) -> IngestLag:
+        """Records waiting for storage, and the oldest one's age."""
+        return self.writer.lag()
+
+
+async def start_ingest(
+    stack: AsyncExitStack, settings: Settings, stores: Stores, clock: Clock
+) -> IngestRole:
+    """Build the ingest role and register its shutdown on `stack`."""
+    ingest = settings.ingest
+    if ingest.projects_file is not None:
+        configured = load_projects_file(ingest.projects_file)
+        await asyncio.to_thread(apply_projects, stores.control, configured)
+    key_file = ingest.redaction_key_file or settings.data_dir / REDACTION_KEY_FILE
+    key = await asyncio.to_thread(load_or_create_key, key_file)
+    policies = ProjectPolicies(
+        stores.control,
+        key=key,
+        book=load_price_book(),
+        monotonic=clock.monotonic,
+        ttl_s=ingest.policy_ttl_s,
+    )
+    writer = BatchWriter(
+        stores.trace,
+        monotonic=clock.monotonic,
+        max_records=ingest.group_max_records,
+        max_pending_records=ingest.max_pending_records,
+    )
+    writer.start()
+    stack.push_async_callback(writer.close)
+    tail = TailSampler(stores.trace, policies, clock)
+    tail.start()
+    stack.push_async_callback(tail.close)
+    cardinality = LabelCardinality(stores.trace, monotonic=clock.monotonic)
+    pipeline = IngestPipeline(
+        policies=policies,
+        writer=writer,
+        clock=clock,
+        tail=tail,
+        label_values_seen=cardinality.values_seen,
+    )
+    return IngestRole(pipeline, writer)

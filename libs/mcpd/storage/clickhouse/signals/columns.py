@@ -1,0 +1,427 @@
+"""The signal tables' columns on ClickHouse, and converting rows to and from them.
+
+This module is the one place that knows how a row value (`mcpd.signals.rows`: int nanoseconds,
+Python JSON documents, None for absent) becomes a ClickHouse column value and back, following
+the conventions of migration 0001:
+
+* an absent string or JSON document is '' (so '' reads back as None), and a JSON document is
+  stored as its JSON text;
+* an absent number or time is NULL; times are DateTime64(9, 'UTC'), moved as Int64 nanoseconds
+  (`fromUnixTimestamp64Nano` on the way in, `toUnixTimestamp64Nano` on the way out) so no
+  driver ever turns them into a datetime and drops the nanoseconds;
+* `tags` is Array(String): an absent list is stored as [] and [] reads back as None;
+* a NUL character in a string or inside a JSON document is stored as U+FFFD, as the SQL
+  backends store it (PostgreSQL refuses NUL), so every backend reads back the same row.
+
+Inserts are column-oriented: one INSERT per table carries every row as JSONCompactColumns text
+(one JSON array per column) in a single `{data:String}` parameter, so no value becomes SQL text
+and the block is built with one `json.dumps`. The INSERT is `INSERT ... SELECT ... FROM
+format(...)`, which ClickHouse writes as one block per partition of the target table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from mcpd.storage.clickhouse.executor import ClickHouseExecutor
+
+
+class Kind(Enum):
+    """How one column's value moves between a row and ClickHouse."""
+
+    KEY = "key"  # a required string: never absent
+    TEXT = "text"  # an optional string: None <-> ''
+    JSON = "json"  # a JSON document: None <-> '', else its JSON text
+    TIME = "time"  # a required time, int ns
+    OPT_TIME = "opt_time"  # an optional time, int ns or NULL
+    COUNT = "count"  # a required non-negative integer
+    OPT_COUNT = "opt_count"
+    FLOAT = "float"
+    OPT_FLOAT = "opt_float"
+    BOOL = "bool"
+    OPT_BOOL = "opt_bool"
+    TAGS = "tags"  # None <-> []
+
+
+# The type each kind travels as inside the JSONCompactColumns text of an INSERT.
+_TRANSPORT = {
+    Kind.KEY: "String",
+    Kind.TEXT: "String",
+    Kind.JSON: "String",
+    Kind.TIME: "Int64",
+    Kind.OPT_TIME: "Nullable(Int64)",
+    Kind.COUNT: "UInt64",
+    Kind.OPT_COUNT: "Nullable(UInt64)",
+    Kind.FLOAT: "Float64",
+    Kind.OPT_FLOAT: "Nullable(Float64)",
+    Kind.BOOL: "Bool",
+    Kind.OPT_BOOL: "Nullable(Bool)",
+    Kind.TAGS: "Array(String)",
+}
+# Kinds with no absent value: a None is refused before anything is written.
+_REQUIRED = frozenset((Kind.KEY, Kind.TIME, Kind.COUNT, Kind.FLOAT, Kind.BOOL))
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One table: its name and its columns, in the order the migrations declare them."""
+
+    name: str
+    columns: tuple[tuple[str, Kind], ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every column name."""
+        return tuple(name for name, _ in self.columns)
+
+    def select_list(self, names: Sequence[str] | None = None) -> str:
+        """The SELECT list that reads `names` (every column by default) as row values."""
+        kinds = dict(self.columns)
+        return ", ".join(_read_expression(name, kinds[name]) for name in names or self.names)
+
+
+_S, _T, _J = Kind.KEY, Kind.TEXT, Kind.JSON
+_CORRELATION: tuple[tuple[str, Kind], ...] = (
+    ("environment", _T),
+    ("service_name", _T),
+    ("service_version", _T),
+    ("session_id", _T),
+    ("thread_id", _T),
+    ("user_id", _T),
+    ("resource_id", _T),
+    ("run_id", _T),
+    ("request_id", _T),
+    ("experiment_id", _T),
+    ("release", _T),
+)
+_USAGE: tuple[tuple[str, Kind], ...] = (
+    ("input_tokens", Kind.OPT_COUNT),
+    ("output_tokens", Kind.OPT_COUNT),
+    ("total_tokens", Kind.OPT_COUNT),
+    ("usage_details", _J),
+)
+_COST: tuple[tuple[str, Kind], ...] = (
+    ("cost_currency", _T),
+    ("input_cost", Kind.OPT_FLOAT),
+    ("output_cost", Kind.OPT_FLOAT),
+    ("total_cost", Kind.OPT_FLOAT),
+    ("cost_price_book", _T),
+    ("cost_is_estimated", Kind.OPT_BOOL),
+)
+
+SPANS = Table(
+    "spans",
+    (
+        ("project", _S),
+        ("trace_id", _S),
+        ("span_id", _S),
+        ("parent_span_id", _T),
+        ("external_parent_span_id", _T),
+        ("name", _S),
+        ("kind", _S),
+        ("status", _S),
+        ("start_time", Kind.TIME),
+        ("end_time", Kind.OPT_TIME),
+        ("duration_ns", Kind.OPT_COUNT),
+        ("is_root", Kind.BOOL),
+        ("is_event", Kind.BOOL),
+        ("entity_kind", _T),
+        ("entity_id", _T),
+        ("entity_name", _T),
+        ("input", _J),
+        ("output", _J),
+        ("attributes", _J),
+        ("metadata", _J),
+        *_USAGE,
+        *_COST,
+        ("model_parameters", _J),
+        ("error", _J),
+        ("links", _J),
+        ("tags", Kind.TAGS),
+        *_CORRELATION,
+        ("model", _T),
+        ("provider", _T),
+        ("received_at", Kind.TIME),
+        ("ingest_key", _T),
+    ),
+)
+
+TRACES = Table(
+    "traces",
+    (
+        ("project", _S),
+        ("trace_id", _S),
+        ("version", Kind.COUNT),
+        ("root_span_id", _T),
+        ("name", _S),
+        ("kind", _S),
+        ("status", _S),
+        ("start_time", Kind.TIME),
+        ("end_time", Kind.OPT_TIME),
+        ("duration_ns", Kind.OPT_COUNT),
+        ("span_count", Kind.COUNT),
+        ("error_count", Kind.COUNT),
+        *_USAGE,
+        *_COST,
+        ("model_count", Kind.COUNT),
+        ("tool_count", Kind.COUNT),
+        ("tags", Kind.TAGS),
+        *_CORRELATION,
+        ("score_summary", _J),
+        ("feedback_summary", _J),
+        ("is_complete", Kind.BOOL),
+        ("received_at", Kind.TIME),
+    ),
+)
+
+LOGS = Table(
+    "logs",
+    (
+        ("project", _S),
+        ("log_id", _S),
+        ("trace_id", _T),
+        ("span_id", _T),
+        ("timestamp", Kind.TIME),
+        ("level", _S),
+        ("message", _S),
+        ("fields", _J),
+        ("logger", _T),
+        *_CORRELATION,
+        ("received_at", Kind.TIME),
+    ),
+)
+
+METRICS = Table(
+    "metrics",
+    (
+        ("project", _S),
+        ("metric_id", _S),
+        ("name", _S),
+        ("kind", _S),
+        ("value", Kind.FLOAT),
+        ("unit", _T),
+        ("timestamp", Kind.TIME),
+        ("labels", _J),
+        ("buckets", _J),
+        ("trace_id", _T),
+        ("span_id", _T),
+        *_CORRELATION,
+        ("received_at", Kind.TIME),
+    ),
+)
+
+SCORES = Table(
+    "scores",
+    (
+        ("project", _S),
+        ("score_id", _S),
+        ("trace_id", _T),
+        ("span_id", _T),
+        ("scorer_id", _S),
+        ("scorer_version", _T),
+        ("source", _S),
+        ("value", Kind.FLOAT),
+        ("min", Kind.OPT_FLOAT),
+        ("max", Kind.OPT_FLOAT),
+        ("label", _T),
+        ("reason", _T),
+        ("score_trace_id", _T),
+        *_COST,
+        ("metadata", _J),
+        ("timestamp", Kind.TIME),
+        *_CORRELATION,
+        ("received_at", Kind.TIME),
+    ),
+)
+
+FEEDBACK = Table(
+    "feedback",
+    (
+        ("project", _S),
+        ("feedback_id", _S),
+        ("trace_id", _T),
+        ("span_id", _T),
+        ("kind", _S),
+        ("value", _J),
+        ("comment", _T),
+        ("author_id", _T),
+        ("author_kind", _T),
+        ("timestamp", Kind.TIME),
+        ("metadata", _J),
+        *_CORRELATION,
+        ("received_at", Kind.TIME),
+    ),
+)
+
+ASPECT_NOTES = Table(
+    "aspect_notes",
+    (
+        ("project", _S),
+        ("note_id", _S),
+        ("trace_id", _S),
+        ("aspect", _S),
+        ("text", _S),
+        ("definition_version", Kind.COUNT),
+        ("model", _T),
+        ("created_at", Kind.TIME),
+        *_CORRELATION,
+        ("received_at", Kind.TIME),
+    ),
+)
+
+# Migration 0003: the holding table of tail sampling. The whole span row is kept as JSON in
+# `row`; the columns before it are what `held_traces` summarises in SQL.
+HELD_SPANS = Table(
+    "held_spans",
+    (
+        ("project", _S),
+        ("trace_id", _S),
+        ("span_id", _S),
+        ("received_at", Kind.TIME),
+        ("status", _S),
+        ("is_root", Kind.BOOL),
+        ("is_event", Kind.BOOL),
+        ("start_time", Kind.TIME),
+        ("end_time", Kind.OPT_TIME),
+        ("row", _S),
+    ),
+)
+
+INGEST_KEYS = Table(
+    "ingest_keys",
+    (
+        ("project", _S),
+        ("ingest_key", _S),
+        ("received_at", Kind.TIME),
+        ("record_count", Kind.COUNT),
+    ),
+)
+
+FACET_VALUES = Table(
+    "facet_values",
+    (("project", _S), ("facet", _S), ("key", _S), ("value", _S), ("last_seen", Kind.TIME)),
+)
+
+# Each signal table's identity within a project: what a re-sent row replaces on.
+ROW_ID = {
+    "spans": ("trace_id", "span_id"),
+    "logs": ("log_id",),
+    "metrics": ("metric_id",),
+    "scores": ("score_id",),
+    "feedback": ("feedback_id",),
+    "aspect_notes": ("note_id",),
+    "held_spans": ("trace_id", "span_id"),
+}
+
+
+# One encoder for every document: `json.dumps` with options builds a new encoder per call.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def dump_json(value: Any) -> str:
+    """A JSON document's stored text ('' for an absent one), each NUL character in it replaced
+    by U+FFFD (see the module docstring)."""
+    if value is None:
+        return ""
+    text = _ENCODE(value)
+    if "\\u0000" in text:  # a NUL somewhere, or text that merely looks like one
+        text = _ENCODE(_scrub(value))
+    return text
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, Mapping):
+        return {_scrub(key): _scrub(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(item) for item in value]
+    return value
+
+
+def load_json(text: str) -> Any:
+    """A stored JSON document's value (None for '')."""
+    return json.loads(text) if text else None
+
+
+def _from_column(kind: Kind, value: Any) -> Any:
+    if kind is Kind.JSON:
+        return load_json(value)
+    if kind is Kind.TEXT:
+        return value or None
+    if kind is Kind.TAGS:
+        return list(value) or None
+    return value
+
+
+def _read_expression(name: str, kind: Kind) -> str:
+    if kind in (Kind.TIME, Kind.OPT_TIME):
+        return f"toUnixTimestamp64Nano({name})"
+    return name
+
+
+def _insert_expression(name: str, kind: Kind) -> str:
+    if kind in (Kind.TIME, Kind.OPT_TIME):
+        return f"fromUnixTimestamp64Nano({name}, 'UTC')"
+    return name
+
+
+def column_data(table: Table, rows: Sequence[Mapping[str, Any]]) -> str:
+    """The JSONCompactColumns text of `rows` (each holding every column of `table`).
+
+    Raises ValueError when a row lacks a value that the column requires (and KeyError when it
+    lacks the key), so a malformed row is refused before anything reaches the database.
+    """
+    data: list[list[Any]] = []
+    for name, kind in table.columns:
+        values = [row[name] for row in rows]
+        if kind is Kind.TEXT:
+            values = ["" if value is None else value for value in values]
+        elif kind is Kind.JSON:
+            values = [dump_json(value) for value in values]
+        elif kind is Kind.TAGS:
+            values = [[] if value is None else list(value) for value in values]
+        elif kind in _REQUIRED and None in values:
+            raise ValueError(f"{table.name}.{name} is required, and a row has none")
+        data.append(values)
+    text = _ENCODE(data)
+    if "\\u0000" in text:  # a NUL in a string column (or text that looks like one)
+        for (_, kind), values in zip(table.columns, data, strict=True):
+            if kind in (Kind.KEY, Kind.TEXT, Kind.TAGS):
+                values[:] = [_scrub(value) for value in values]
+        text = _ENCODE(data)
+    return text
+
+
+def insert_sql(table: Table) -> str:
+    """The INSERT that writes one `column_data` text passed as the `data` parameter."""
+    names = ", ".join(table.names)
+    structure = ", ".join(f"{name} {_TRANSPORT[kind]}" for name, kind in table.columns)
+    values = ", ".join(_insert_expression(name, kind) for name, kind in table.columns)
+    return (
+        f"INSERT INTO {table.name} ({names}) SELECT {values} "
+        f"FROM format(JSONCompactColumns, '{structure}', {{data:String}})"
+    )
+
+
+def insert(executor: ClickHouseExecutor, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Write `rows` with ONE INSERT (nothing when there are none)."""
+    if rows:
+        executor.command(insert_sql(table), {"data": column_data(table, rows)})
+
+
+def as_rows(
+    table: Table, rows: Sequence[tuple[Any, ...]], names: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """Rows read with `table.select_list(names)`, as row dicts."""
+    kinds = dict(table.columns)
+    selected = list(names or table.names)
+    plan = [(name, kinds[name]) for name in selected]
+    return [
+        {name: _from_column(kind, value) for (name, kind), value in zip(plan, row, strict=True)}
+        for row in rows
+    ]

@@ -1,0 +1,380 @@
+"""Writing signals to ClickHouse: group-committed batches and tail sampling's releases.
+
+`write_batches`, in order (ClickHouse has no transactions; the package docstring sums up what
+this order guarantees):
+
+1. **Ingest keys.** One SELECT ... FINAL reads which of the call's keys are stored. A batch
+   whose key is stored, or whose key an earlier batch of the call carries, is not written.
+2. **Rows.** The written batches' rows are gathered per table, the last row of each identity
+   winning (across batches too, as the SQL backends' upserts in batch order do); a row without
+   `received_at` takes its batch's. Every row is converted to column data now, before the
+   first INSERT, so a malformed row fails the call before anything is written.
+3. **Projection** of every (project, trace_id) a span, score or feedback row touches: what is
+   stored is read with FINAL (`reads.stored_for_projection`) before this call's rows go in,
+   and this call's rows are laid over it in memory, the latest arrival of each id winning as it
+   does in the replacing tables. Reading first means a new trace (the common case) reads
+   nothing back.
+4. **Writes**, ONE INSERT per table: spans, held spans, logs, metrics, scores, feedback, aspect
+   notes, the trace rows, the facet values, and LAST the ingest keys, which are the commit
+   marker. One INSERT is one block, which ClickHouse commits as one part per partition (month
+   of the anchor time): a table's rows of the call appear together, except that rows spanning
+   two months commit as two parts.
+
+A call that fails part-way has written some tables and no key, so the retry of any of its
+batches (same key, in whatever group) is not taken for a replay and writes the batch again.
+That is harmless: every table written here is a ReplacingMergeTree keyed by the row's identity
+(spans and traces since migration 0001, the other signal tables since 0003), so a second copy
+replaces the first, exactly under FINAL and physically after merges. Until the retry, reads see
+what the failed call wrote (there is no rollback).
+
+Trace rows carry a version above any this process wrote before, and at least the wall clock and
+the call's latest arrival time in ns (`WriterState`), so a trace's newest projection wins;
+between replicas the wall clock orders them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar, cast
+
+from mcpd.signals.batch import SignalBatch
+from mcpd.signals.facets import FacetValue, batch_facets, span_facets
+from mcpd.signals.projection import project_trace
+from mcpd.signals.rows import FeedbackRow, ScoreRow, SpanRow
+from mcpd.storage.clickhouse.executor import ClickHouseExecutor
+from mcpd.storage.clickhouse.signals import columns
+from mcpd.storage.clickhouse.signals.columns import (
+    ASPECT_NOTES,
+    FACET_VALUES,
+    FEEDBACK,
+    HELD_SPANS,
+    INGEST_KEYS,
+    LOGS,
+    METRICS,
+    ROW_ID,
+    SCORES,
+    SPANS,
+    TRACES,
+    Table,
+    dump_json,
+)
+from mcpd.storage.clickhouse.signals.reads import Groups, stored_for_projection
+
+R = TypeVar("R", bound=Mapping[str, Any])
+IngestKey = tuple[str, str]
+"""(key_project, ingest_key)."""
+
+# How stale a facet value's `last_seen` may get before it is written again (see `WriterState`).
+FACET_REFRESH_NS = 60 * 1_000_000_000
+# Facet values remembered per process; past this the memory is cleared and starts again.
+FACET_MEMORY = 100_000
+
+
+class _Versions:
+    """Trace-row versions: strictly increasing within the process (every store shares one
+    counter, used under the process-wide write lock), and never below the wall clock in ns nor
+    below the floor a call asks for (its latest arrival time)."""
+
+    def __init__(self) -> None:
+        self._last = 0
+
+    def next(self, floor: int) -> int:
+        self._last = max(self._last + 1, time.time_ns(), floor)
+        return self._last
+
+
+_VERSIONS = _Versions()
+
+
+class WriterState:
+    """What one store remembers between calls (used under the write lock).
+
+    * Trace-row versions, from the process-wide counter.
+    * The facet values it wrote recently and the `last_seen` it wrote them with. A value whose
+      stored `last_seen` is less than FACET_REFRESH_NS older than a new sighting is not written
+      again, which spares almost every call a facet INSERT (a new part for a handful of rows);
+      `last_seen` may therefore lag the latest sighting by up to that much.
+    """
+
+    def __init__(self) -> None:
+        self._facets: dict[FacetValue, int] = {}
+
+    def next_version(self, floor: int = 0) -> int:
+        """A version above every earlier one, at least `floor` and the wall clock in ns."""
+        return _VERSIONS.next(floor)
+
+    def facets_due(self, seen: Mapping[FacetValue, int]) -> dict[FacetValue, int]:
+        """The sightings worth writing: values not written recently enough before them."""
+        return {
+            facet: at
+            for facet, at in seen.items()
+            if self._facets.get(facet, at - FACET_REFRESH_NS) <= at - FACET_REFRESH_NS
+        }
+
+    def facets_written(self, written: Mapping[FacetValue, int]) -> None:
+        """Remember facet values as written (call once their INSERT succeeded)."""
+        if len(self._facets) + len(written) > FACET_MEMORY:
+            self._facets.clear()
+        self._facets.update(written)
+
+
+def write_batches(
+    executor: ClickHouseExecutor, state: WriterState, batches: Sequence[SignalBatch]
+) -> list[bool]:
+    """`TraceStore.write_batches` (see the module docstring; the caller holds the lock)."""
+    written = _unclaimed(executor, batches)
+    accepted = [batch for batch, ok in zip(batches, written, strict=True) if ok]
+    if not accepted:
+        return written
+
+    spans = _last_by_id("spans", _stamped(accepted, lambda batch: batch.spans))
+    scores = _last_by_id("scores", _stamped(accepted, lambda batch: batch.scores))
+    feedback = _last_by_id("feedback", _stamped(accepted, lambda batch: batch.feedback))
+    held = [_held(span) for span in _stamped(accepted, lambda batch: batch.held_spans)]
+    plan: list[tuple[Table, Sequence[Mapping[str, Any]]]] = [
+        (SPANS, spans),
+        (HELD_SPANS, _last_by_id("held_spans", held)),
+        (LOGS, _last_by_id("logs", _stamped(accepted, lambda batch: batch.logs))),
+        (METRICS, _last_by_id("metrics", _stamped(accepted, lambda batch: batch.metrics))),
+        (SCORES, scores),
+        (FEEDBACK, feedback),
+        (ASPECT_NOTES, _last_by_id("aspect_notes", _stamped(accepted, lambda b: b.aspect_notes))),
+    ]
+    sightings: dict[FacetValue, int] = {}
+    for batch in accepted:
+        _sighted(sightings, batch_facets(batch), batch.received_at)
+    facets = state.facets_due(sightings)
+    keys = [
+        {
+            "project": batch.key_project,
+            "ingest_key": batch.ingest_key,
+            "received_at": batch.received_at,
+            "record_count": batch.record_count(),
+        }
+        for batch in accepted
+        if batch.ingest_key is not None
+    ]
+    # Everything is converted before the first INSERT, so a malformed row writes nothing.
+    prepared = [(table, columns.column_data(table, rows)) for table, rows in plan if rows]
+    facet_data = columns.column_data(FACET_VALUES, facet_rows(facets))
+    key_data = columns.column_data(INGEST_KEYS, keys)
+
+    latest = max(batch.received_at for batch in accepted)
+    traces = reproject(executor, state, spans, scores, feedback, latest)
+    for table, data in prepared:
+        executor.command(columns.insert_sql(table), {"data": data})
+    columns.insert(executor, TRACES, traces)
+    if facets:
+        executor.command(columns.insert_sql(FACET_VALUES), {"data": facet_data})
+        state.facets_written(facets)
+    if keys:
+        executor.command(columns.insert_sql(INGEST_KEYS), {"data": key_data})
+    return written
+
+
+def release_held(
+    executor: ClickHouseExecutor,
+    state: WriterState,
+    project: str,
+    keep: Sequence[str],
+    drop: Sequence[str],
+) -> int:
+    """`TraceStore.release_held` (the caller holds the lock); returns the spans moved.
+
+    Order: the kept traces' held spans are read, inserted into `spans` with their traces'
+    projection and facet values, and only then are the held rows deleted. A failure before the
+    delete leaves them held as well as stored; the next decision moves them again, which
+    replaces them. The delete takes, of the kept traces, only rows that arrived no later than
+    the latest one moved (a span held meanwhile by another replica stays held, to be decided
+    again), and every held row of the dropped traces.
+
+    It is a lightweight DELETE: ClickHouse masks the rows in the parts that hold them, and by
+    default (`lightweight_deletes_sync`) returns once that is done, so the next read no longer
+    sees them; the rows go physically at the next merge. An ALTER TABLE ... DELETE would
+    rewrite every part holding a deleted row, which is wasteful for the small, frequent deletes
+    tail sampling makes. chdb runs lightweight deletes like the server does.
+    """
+    kept = sorted(set(keep))
+    dropped = sorted(set(drop))
+    if set(kept) & set(dropped):
+        raise ValueError("a held trace cannot be both kept and dropped")
+    moved: list[SpanRow] = []
+    if kept:
+        found = executor.query(
+            "SELECT row, toUnixTimestamp64Nano(received_at) FROM held_spans FINAL "
+            "WHERE project = {project:String} AND trace_id IN {ids:Array(String)}",
+            {"project": project, "ids": kept},
+        )
+        for document, received_at in found:
+            span = cast(SpanRow, {**columns.load_json(document), "project": project})
+            if span.get("received_at") is None:
+                span["received_at"] = int(received_at)
+            moved.append(span)
+    conditions: list[str] = []
+    params: dict[str, object] = {"project": project}
+    if moved:
+        spans = _last_by_id("spans", moved)
+        latest = max(span["received_at"] for span in spans)
+        sightings: dict[FacetValue, int] = {}
+        _sighted(sightings, span_facets(spans), latest)
+        facets = state.facets_due(sightings)
+        traces = reproject(executor, state, spans, (), (), latest)
+        columns.insert(executor, SPANS, spans)
+        columns.insert(executor, TRACES, traces)
+        columns.insert(executor, FACET_VALUES, facet_rows(facets))
+        state.facets_written(facets)
+        conditions.append(
+            "(trace_id IN {kept:Array(String)} "
+            "AND received_at <= fromUnixTimestamp64Nano({latest:Int64}, 'UTC'))"
+        )
+        params.update(kept=kept, latest=latest)
+    if dropped:
+        conditions.append("trace_id IN {dropped:Array(String)}")
+        params["dropped"] = dropped
+    if conditions:
+        executor.command(
+            "DELETE FROM held_spans WHERE project = {project:String} "
+            f"AND ({' OR '.join(conditions)})",
+            params,
+        )
+    return len(moved)
+
+
+def reproject(
+    executor: ClickHouseExecutor,
+    state: WriterState,
+    spans: Sequence[SpanRow],
+    scores: Sequence[ScoreRow],
+    feedback: Sequence[FeedbackRow],
+    latest: int,
+) -> list[dict[str, Any]]:
+    """The trace rows (with their version) of every trace the rows about to be written touch:
+    what is stored, overlaid with those rows; a trace without spans gets none."""
+    touched = {(span["project"], span["trace_id"]) for span in spans}
+    touched |= {
+        (row["project"], trace) for row in (*scores, *feedback) if (trace := row.get("trace_id"))
+    }
+    if not touched:
+        return []
+    wanted = sorted(touched)
+    span_groups, score_groups, feedback_groups = stored_for_projection(executor, wanted)
+    _overlay(span_groups, spans, "span_id")
+    _overlay(score_groups, scores, "score_id")
+    _overlay(feedback_groups, feedback, "feedback_id")
+    # One version for the call: each trace row is a different key, and a version only has to
+    # exceed the earlier versions of its own key.
+    version = state.next_version(latest)
+    traces: list[dict[str, Any]] = []
+    for key in wanted:
+        project, trace_id = key
+        row = project_trace(
+            project,
+            trace_id,
+            cast(list[SpanRow], list(span_groups.get(key, {}).values())),
+            cast(list[ScoreRow], list(score_groups.get(key, {}).values())),
+            cast(list[FeedbackRow], list(feedback_groups.get(key, {}).values())),
+        )
+        if row is not None:
+            traces.append({**row, "version": version})
+    return traces
+
+
+def facet_rows(facets: Mapping[FacetValue, int]) -> list[dict[str, Any]]:
+    """`facet_values` rows: each value with the time it was last seen."""
+    return [
+        {"project": project, "facet": facet, "key": key, "value": value, "last_seen": seen}
+        for (project, facet, key, value), seen in sorted(facets.items())
+    ]
+
+
+def _unclaimed(executor: ClickHouseExecutor, batches: Sequence[SignalBatch]) -> list[bool]:
+    """Per batch, whether to write it: it has no key, or a key neither stored nor carried by
+    an earlier batch of the call."""
+    keys = sorted({key for batch in batches if (key := _key_of(batch)) is not None})
+    stored: set[IngestKey] = set()
+    if keys:
+        found = executor.query(
+            "SELECT project, ingest_key FROM ingest_keys FINAL "
+            "WHERE project IN {projects:Array(String)} AND ingest_key IN {keys:Array(String)} "
+            "AND (project, ingest_key) IN {pairs:Array(Tuple(String, String))}",
+            {
+                "projects": sorted({project for project, _ in keys}),
+                "keys": sorted({key for _, key in keys}),
+                "pairs": keys,
+            },
+        )
+        stored = {(str(project), str(key)) for project, key in found}
+    written = []
+    for batch in batches:
+        key = _key_of(batch)
+        written.append(key is None or key not in stored)
+        if key is not None:
+            stored.add(key)
+    return written
+
+
+def _key_of(batch: SignalBatch) -> IngestKey | None:
+    return (batch.key_project, batch.ingest_key) if batch.ingest_key is not None else None
+
+
+def _stamped(
+    batches: Iterable[SignalBatch], rows_of: Callable[[SignalBatch], Iterable[R]]
+) -> list[R]:
+    """The rows `rows_of(batch)` of every batch, in order; a row without `received_at` (a
+    copy) takes its batch's."""
+    found: list[R] = []
+    for batch in batches:
+        for row in rows_of(batch):
+            if row.get("received_at") is None:
+                row = cast(R, {**row, "received_at": batch.received_at})
+            found.append(row)
+    return found
+
+
+def _held(span: SpanRow) -> dict[str, Any]:
+    """The `held_spans` row of a held span: its summary columns and the whole row as JSON."""
+    return {
+        "project": span["project"],
+        "trace_id": span["trace_id"],
+        "span_id": span["span_id"],
+        "received_at": span["received_at"],
+        "status": span["status"],
+        "is_root": span["is_root"],
+        "is_event": span["is_event"],
+        "start_time": span["start_time"],
+        "end_time": span.get("end_time"),
+        "row": dump_json(span),
+    }
+
+
+def _sighted(into: dict[FacetValue, int], found: Iterable[FacetValue], seen: int) -> None:
+    for facet in found:
+        if into.get(facet, seen - 1) < seen:
+            into[facet] = seen
+
+
+def _overlay(groups: Groups, rows: Iterable[Mapping[str, Any]], id_name: str) -> None:
+    """Lay rows about to be written over the stored ones of the same id, the later arrival
+    winning (this call's row on a tie), as the replacing table will resolve them. A score or
+    feedback re-sent under another trace id also leaves the group it was read into."""
+    listed = [row for row in rows if row.get("trace_id")]
+    if id_name != "span_id":
+        moved = {row[id_name] for row in listed}
+        for group in groups.values():
+            for stale in moved.intersection(group):
+                del group[stale]
+    for row in listed:
+        group = groups.setdefault((row["project"], row["trace_id"]), {})
+        stored = group.get(row[id_name])
+        if stored is None or row["received_at"] >= stored["received_at"]:
+            group[row[id_name]] = dict(row)
+
+
+def _last_by_id(table: str, rows: Sequence[R]) -> list[R]:
+    """The rows, one per identity: the last occurrence wins; order is otherwise kept."""
+    names = ("project", *ROW_ID[table])
+    latest: dict[tuple[Any, ...], R] = {}
+    for row in rows:
+        latest[tuple(row[name] for name in names)] = row
+    return list(rows) if len(latest) == len(rows) else list(latest.values())

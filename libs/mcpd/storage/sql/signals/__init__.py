@@ -1,0 +1,12 @@
+"""The trace store's signal surface on SQLite and PostgreSQL.
+
+`writes` holds `write_batches` and `release_held` (one transaction each, opened by the store),
+`reproject` the projection maintenance they share, `reads` the reads, and `statements` the
+dialect-specific statements and PostgreSQL's per-trace advisory locks. The logic every backend
+shares (rows, projection, facets) is in `mcpd.signals`.
+"""
+
+from mcpd.storage.sql.signals.reads import facet_value_count, held_traces, trace_records
+from mcpd.storage.sql.signals.writes import release_held, write_batches
+
+__all__ = ["facet_value_count", "held_traces", "release_held", "trace_records", "write_batches"]

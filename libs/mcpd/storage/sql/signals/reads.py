@@ -1,0 +1,110 @@
+"""Reading signals back: one trace with what hangs off it, held traces, facet counts.
+
+Rows come back as `mcpd.signals.rows` dicts keyed by column name, every column present. Spans
+are put in read order in Python (`order_spans`), since their depth in the tree is not a column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from sqlalchemy import Connection, Table, func, select
+
+from mcpd.signals.batch import HeldTrace, TraceRecords
+from mcpd.signals.projection import HELD_SPAN_FIELDS, order_spans, summarize_held
+from mcpd.signals.rows import FeedbackRow, LogRow, ScoreRow, SpanRow, TraceRow
+from mcpd.storage.sql.schema import trace as schema
+from mcpd.storage.sql.schema.trace import facet_values, held_spans
+
+# Each held-span field read out of the JSON row as text (portable: SQLite's json_extract and
+# PostgreSQL's ->> agree on text), then converted here.
+_HELD_FIELDS = [
+    held_spans.c.row[name].as_string() for name in HELD_SPAN_FIELDS if name != "received_at"
+]
+
+
+def trace_records(
+    conn: Connection, project: str, trace_id: str, *, logs: bool, scores: bool, feedback: bool
+) -> TraceRecords | None:
+    """One trace of one project and what hangs off it (see `TraceStore.trace_records`)."""
+    traces = schema.traces
+    found = _rows(
+        conn, select(traces).where(traces.c.project == project, traces.c.trace_id == trace_id)
+    )
+    if not found:
+        return None
+    span_rows = _rows(conn, _of_trace(schema.spans, project, trace_id))
+    return TraceRecords(
+        trace=cast(TraceRow, found[0]),
+        spans=order_spans(cast(list[SpanRow], span_rows)),
+        logs=cast(list[LogRow], _timed(conn, schema.logs, "log_id", project, trace_id, logs)),
+        scores=cast(
+            list[ScoreRow], _timed(conn, schema.scores, "score_id", project, trace_id, scores)
+        ),
+        feedback=cast(
+            list[FeedbackRow],
+            _timed(conn, schema.feedback, "feedback_id", project, trace_id, feedback),
+        ),
+    )
+
+
+def held_traces(conn: Connection) -> list[HeldTrace]:
+    """Every trace with held spans, summarised; oldest first arrival first."""
+    result = conn.execute(
+        select(held_spans.c.project, held_spans.c.trace_id, held_spans.c.received_at, *_HELD_FIELDS)
+    )
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for project, trace_id, received_at, span_id, status, is_root, is_event, start, end in result:
+        groups.setdefault((project, trace_id), []).append(
+            {
+                "span_id": span_id,
+                "status": status,
+                "is_root": _truthy(is_root),
+                "is_event": _truthy(is_event),
+                "start_time": int(start),
+                "end_time": int(end) if end is not None else None,
+                "received_at": received_at,
+            }
+        )
+    summaries = [
+        summarize_held(project, trace_id, rows) for (project, trace_id), rows in groups.items()
+    ]
+    summaries.sort(key=lambda held: (held.first_received_at, held.project, held.trace_id))
+    return summaries
+
+
+def facet_value_count(conn: Connection, project: str, facet: str, key: str) -> int:
+    """Distinct values stored for (project, facet, key)."""
+    count = conn.execute(
+        select(func.count()).where(
+            facet_values.c.project == project,
+            facet_values.c.facet == facet,
+            facet_values.c.key == key,
+        )
+    ).scalar_one()
+    return int(count)
+
+
+def _truthy(text: Any) -> bool:
+    # SQLite hands a JSON true back as 1 (or '1' through the text cast), PostgreSQL as 'true'.
+    return text in (1, "1", "true", True)
+
+
+def _of_trace(table: Table, project: str, trace_id: str) -> Any:
+    return select(table).where(table.c.project == project, table.c.trace_id == trace_id)
+
+
+def _timed(
+    conn: Connection, table: Table, id_column: str, project: str, trace_id: str, wanted: bool
+) -> list[dict[str, Any]]:
+    if not wanted:
+        return []
+    statement = _of_trace(table, project, trace_id).order_by(table.c.timestamp, table.c[id_column])
+    return _rows(conn, statement)
+
+
+def _rows(conn: Connection, statement: Any) -> list[dict[str, Any]]:
+    result = conn.execute(statement)
+    names: Sequence[str] = list(result.keys())
+    return [dict(zip(names, values, strict=True)) for values in result]

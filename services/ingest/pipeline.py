@@ -1,0 +1,180 @@
+"""The ingest pipeline: from what a receiver was sent to what the store holds.
+
+One path for every receiver (native Ingest, CreateScore/CreateFeedback, OTLP over gRPC and
+HTTP), in this order for each record:
+
+1. resolve `correlation.project` against the caller's access (a record for a project the key
+   does not reach is refused, never written elsewhere);
+2. validate and normalise (`validation`);
+3. redact every payload field and hash identities with the project's rules (`policies`);
+4. price spans and scores that carry usage but no producer cost;
+5. sample spans by the project's policy: kept, dropped (still counted as accepted: the
+   sender did nothing wrong) or held durably for tail sampling.
+
+What survives is one SignalBatch, written through the group-commit writer; the result is
+returned only once it is durable. Per-record work runs in a worker thread: it may read
+policies and facet counts from storage, and keeps the event loop free for other requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from mcpd.auth.policy import resolve_project
+from mcpd.auth.principal import Principal, current_principal
+from mcpd.model.v1 import enums_pb2, telemetry_pb2
+from mcpd.runtime.clock import Clock, epoch_nanos
+from mcpd.runtime.errors import McpdError
+from mcpd.signals.batch import SignalBatch
+from services.ingest import validation
+from services.ingest.incoming import IncomingBatch
+from services.ingest.policies import ProjectPolicies, ProjectPolicy
+from services.ingest.tail import TailSampler
+from services.ingest.writer import BatchWriter
+
+Signal: TypeAlias = enums_pb2.SignalType.ValueType
+Handler = Callable[[SignalBatch, ProjectPolicy, Any], None]
+
+
+@dataclass(slots=True)
+class _Prepared:
+    batch: SignalBatch
+    errors: list[telemetry_pb2.IngestError]
+    valid: int = 0
+    projects: set[str] = field(default_factory=set)
+
+
+class IngestPipeline:
+    """Accepts IncomingBatches for the current principal (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        policies: ProjectPolicies,
+        writer: BatchWriter,
+        clock: Clock,
+        tail: TailSampler,
+        label_values_seen: Callable[[str, str], int],
+    ) -> None:
+        self._policies = policies
+        self._writer = writer
+        self._clock = clock
+        self._tail = tail
+        self._label_values_seen = label_values_seen
+
+    async def ingest(self, incoming: IncomingBatch) -> telemetry_pb2.IngestResult:
+        """Validate, prepare and durably store `incoming`; say what became of every record."""
+        principal = current_principal()
+        prepared = await asyncio.to_thread(self._prepare, incoming, principal)
+        result = telemetry_pb2.IngestResult(
+            rejected=len(prepared.errors), errors=sorted(prepared.errors, key=_error_order)
+        )
+        if prepared.batch.record_count() == 0:
+            result.accepted = prepared.valid
+            return result
+        stored = await self._writer.write(prepared.batch)
+        if stored:
+            result.accepted = prepared.valid
+        else:
+            result.duplicate = prepared.valid
+        return result
+
+    def _prepare(self, incoming: IncomingBatch, principal: Principal) -> _Prepared:
+        now = _nanos(self._clock)
+        batch = SignalBatch(key_project="", ingest_key=incoming.ingest_key, received_at=now)
+        prepared = _Prepared(batch, list(incoming.refused))
+        steps: list[tuple[Signal, list[tuple[int, Any]], Handler]] = [
+            (enums_pb2.SIGNAL_TYPE_SPAN, incoming.spans, self._span),
+            (enums_pb2.SIGNAL_TYPE_LOG, list(incoming.logs), self._log),
+            (enums_pb2.SIGNAL_TYPE_METRIC, list(incoming.metrics), self._metric),
+            (enums_pb2.SIGNAL_TYPE_SCORE, list(incoming.scores), self._score),
+            (enums_pb2.SIGNAL_TYPE_FEEDBACK, list(incoming.feedback), self._feedback),
+            (enums_pb2.SIGNAL_TYPE_ASPECT_NOTE, list(incoming.aspect_notes), self._note),
+        ]
+        for signal, rows, handle in steps:
+            self._each(prepared, principal, signal, rows, handle)
+        # The key is scoped to a project the batch writes to, chosen so a replay of the same
+        # batch by the same caller picks the same one.
+        batch.key_project = min(prepared.projects) if prepared.projects else ""
+        return prepared
+
+    def _each(
+        self,
+        prepared: _Prepared,
+        principal: Principal,
+        signal: Signal,
+        rows: list[tuple[int, Any]],
+        handle: Handler,
+    ) -> None:
+        for index, row in rows:
+            try:
+                project = resolve_project(principal, row.get("project") or "")
+                row["project"] = project
+                policy = self._policies.get(project)
+                handle(prepared.batch, policy, row)
+            except (validation.InvalidRecordError, McpdError) as refusal:
+                prepared.errors.append(
+                    telemetry_pb2.IngestError(signal=signal, index=index, message=str(refusal))
+                )
+                continue
+            prepared.valid += 1
+            prepared.projects.add(project)
+
+    def _span(self, batch: SignalBatch, policy: ProjectPolicy, row: Any) -> None:
+        validation.check_span(row)
+        policy.redact("span", row)
+        policy.price(row)
+        row["received_at"] = batch.received_at
+        row["ingest_key"] = batch.ingest_key
+        sampling = policy.sampling
+        if sampling.is_tail:
+            decided = self._tail.decided(row["project"], row["trace_id"])
+            if decided is None:
+                batch.held_spans.append(row)
+            elif decided:
+                batch.spans.append(row)
+        elif sampling.decide(row["trace_id"]):
+            batch.spans.append(row)
+
+    def _log(self, batch: SignalBatch, policy: ProjectPolicy, row: Any) -> None:
+        validation.check_log(row)
+        policy.redact("log", row)
+        row["received_at"] = batch.received_at
+        batch.logs.append(row)
+
+    def _metric(self, batch: SignalBatch, policy: ProjectPolicy, row: Any) -> None:
+        project = row["project"]
+        validation.check_metric(row, lambda key: self._label_values_seen(project, key))
+        policy.redact("metric", row)
+        row["received_at"] = batch.received_at
+        batch.metrics.append(row)
+
+    def _score(self, batch: SignalBatch, policy: ProjectPolicy, row: Any) -> None:
+        validation.check_score(row)
+        policy.redact("score", row)
+        policy.price(row)
+        row["received_at"] = batch.received_at
+        batch.scores.append(row)
+
+    def _feedback(self, batch: SignalBatch, policy: ProjectPolicy, row: Any) -> None:
+        validation.check_feedback(row)
+        policy.redact("feedback", row)
+        row["received_at"] = batch.received_at
+        batch.feedback.append(row)
+
+    def _note(self, batch: SignalBatch, policy: ProjectPolicy, row: Any) -> None:
+        validation.check_aspect_note(row)
+        policy.redact("aspect_note", row)
+        row["received_at"] = batch.received_at
+        batch.aspect_notes.append(row)
+
+
+def _nanos(clock: Clock) -> int:
+    return epoch_nanos(clock.now())
+
+
+def _error_order(error: telemetry_pb2.IngestError) -> tuple[int, int]:
+    return (error.signal, error.index)

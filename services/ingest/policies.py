@@ -1,0 +1,97 @@
+"""Each project's ingest policy: redaction, sampling and prices, read from the control store.
+
+The control store is the source of truth (written from `ingest.projects_file` at start, the
+same for every replica). A policy is cached per project for `ttl_s`, so a change reaches every
+replica within that time without a read per record. The server's built-in redaction rules,
+its redaction key and the shipped price book are the same for every project; a project adds
+rules on top, chooses its sampling and overrides prices.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf import json_format
+
+from mcpd.pricing import PriceBook, apply_price, load_price_book
+from mcpd.redaction import RedactionPolicy, Redactor, redact_row
+from mcpd.runtime.errors import InvalidArgument
+from mcpd.storage.interfaces import ControlStore
+from services.ingest.sampling import SamplingPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectPolicy:
+    """What ingest applies to one project's records."""
+
+    redactor: Redactor
+    sampling: SamplingPolicy
+    prices: PriceBook
+
+    def redact(self, signal: str, row: MutableMapping[str, Any]) -> None:
+        """Redact the row's payload fields and hash its identities, in place."""
+        redact_row(self.redactor, signal, row)
+
+    def price(self, row: MutableMapping[str, Any]) -> None:
+        """Estimate the row's cost from its usage unless the producer reported one."""
+        apply_price(row, self.prices)
+
+
+def check_policies(sampling: Any, redaction: Any, prices: Any) -> None:
+    """Raise InvalidArgument naming the field when a project's policy documents are malformed."""
+    SamplingPolicy.parse(sampling)
+    RedactionPolicy.parse(redaction)
+    if not isinstance(prices, Mapping):
+        raise InvalidArgument("prices must be a table of models", field="prices")
+    load_price_book().with_overrides(prices, field="prices")
+
+
+class ProjectPolicies:
+    """Cached per-project policies (see the module docstring). Safe across threads."""
+
+    def __init__(
+        self,
+        control: ControlStore,
+        *,
+        key: bytes,
+        book: PriceBook,
+        monotonic: Callable[[], float],
+        ttl_s: float = 5.0,
+    ) -> None:
+        self._control = control
+        self._key = key
+        self._book = book
+        self._monotonic = monotonic
+        self._ttl_s = ttl_s
+        self._cache: dict[str, tuple[float, ProjectPolicy]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, project: str) -> ProjectPolicy:
+        """The project's policy, at most `ttl_s` old. Blocking on a cache miss."""
+        now = self._monotonic()
+        with self._lock:
+            cached = self._cache.get(project)
+        if cached is not None and now - cached[0] < self._ttl_s:
+            return cached[1]
+        policy = self._load(project)
+        with self._lock:
+            self._cache[project] = (now, policy)
+        return policy
+
+    def _load(self, project: str) -> ProjectPolicy:
+        stored = self._control.get_project(project)
+        sampling = redaction = None
+        if stored is not None:
+            if stored.HasField("sampling"):
+                sampling = json_format.MessageToDict(stored.sampling)
+            if stored.HasField("redaction"):
+                redaction = json_format.MessageToDict(stored.redaction)
+        overrides = self._control.price_overrides(project)
+        return ProjectPolicy(
+            redactor=Redactor.for_project(redaction, key=self._key),
+            sampling=SamplingPolicy.parse(sampling),
+            prices=self._book.with_overrides(overrides, name=project) if overrides else self._book,
+        )

@@ -1,0 +1,281 @@
+"""Per-record checks: what makes a row storable, and the normalisation done on the way.
+
+Each `check_*` takes one row of `mcpd.signals.rows`, normalises it in place (lowercase hex
+ids, derived fields such as `duration_ns` and `is_root`) and returns None, or raises
+`InvalidRecordError` with a message the sender can act on: it names the field, says what was
+expected and what came. Validation is per record, so one bad record never costs the others
+their place.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mcpd.signals.rows import (
+    AspectNoteRow,
+    FeedbackRow,
+    LogRow,
+    MetricRow,
+    ScoreRow,
+    SpanRow,
+)
+
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+_HEX16 = re.compile(r"[0-9a-f]{16}")
+_ZERO32 = "0" * 32
+_ZERO16 = "0" * 16
+MAX_ID_LENGTH = 256
+MAX_NAME_LENGTH = 1024
+MAX_TAGS = 64
+
+# Label keys that identify one request, user or run. Each would make a series per value, so
+# the cardinality filter refuses them on sight (they stay queryable on the signal itself).
+UNBOUNDED_LABEL_KEYS = frozenset(
+    {
+        "user_id",
+        "user.id",
+        "enduser.id",
+        "session_id",
+        "session.id",
+        "request_id",
+        "request.id",
+        "trace_id",
+        "span_id",
+        "run_id",
+        "thread_id",
+        "conversation_id",
+        "gen_ai.conversation.id",
+        "http.url",
+        "url.full",
+    }
+)
+# How many distinct values one label key may take in a project before new values are refused.
+MAX_LABEL_VALUES = 1000
+MAX_LABELS = 32
+
+
+class InvalidRecordError(Exception):
+    """One record cannot be stored; `str(self)` is the message for the sender.
+
+    Every message starts with the field at fault (`trace_id must be ...`, `labels.user_id:
+    ...`), which is what `field` returns.
+    """
+
+    @property
+    def field(self) -> str:
+        """The field at fault."""
+        return field_of(str(self))
+
+
+def field_of(message: str) -> str:
+    """The field a refusal message names: its first word."""
+    return message.split(" ", 1)[0].rstrip(":")
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise InvalidRecordError(message)
+
+
+def _trace_id(value: str | None, field: str, *, required: bool) -> str | None:
+    if value is None or value == "":
+        _require(not required, f"{field} is required (32 hex characters)")
+        return None
+    lowered = value.lower()
+    _require(
+        _HEX32.fullmatch(lowered) is not None,
+        f"{field} must be 32 hex characters (a 128-bit trace id), got {value[:40]!r}",
+    )
+    _require(lowered != _ZERO32, f"{field} must not be all zeros")
+    return lowered
+
+
+def _span_id(value: str | None, field: str, *, required: bool) -> str | None:
+    if value is None or value == "":
+        _require(not required, f"{field} is required (16 hex characters)")
+        return None
+    lowered = value.lower()
+    _require(
+        _HEX16.fullmatch(lowered) is not None,
+        f"{field} must be 16 hex characters (a 64-bit span id), got {value[:40]!r}",
+    )
+    _require(lowered != _ZERO16, f"{field} must not be all zeros")
+    return lowered
+
+
+def _identifier(value: str | None, field: str) -> None:
+    _require(bool(value), f"{field} is required")
+    assert value is not None
+    _require(len(value) <= MAX_ID_LENGTH, f"{field} is longer than {MAX_ID_LENGTH} characters")
+
+
+def _present(value: object, field: str) -> None:
+    _require(value is not None, f"{field} is required")
+
+
+def _finite(value: float | None, field: str) -> None:
+    _present(value, field)
+    assert value is not None
+    _require(math.isfinite(value), f"{field} must be a finite number, got {value!r}")
+
+
+def check_span(row: SpanRow) -> None:
+    """A storable span: ids, name, kind, times; derives duration, is_root and status."""
+    row["trace_id"] = _trace_id(row.get("trace_id"), "trace_id", required=True) or ""
+    row["span_id"] = _span_id(row.get("span_id"), "span_id", required=True) or ""
+    row["parent_span_id"] = _span_id(row.get("parent_span_id"), "parent_span_id", required=False)
+    _require(row["parent_span_id"] != row["span_id"], "parent_span_id must differ from span_id")
+    name = row.get("name")
+    _require(bool(name), "name is required")
+    assert name is not None
+    _require(len(name) <= MAX_NAME_LENGTH, f"name is longer than {MAX_NAME_LENGTH} characters")
+    _present(row.get("kind"), "kind")
+    if row.get("status") is None:
+        # The spec's `unset` is "the producer never said".
+        row["status"] = "unset"
+    start = row.get("start_time")
+    _present(start, "start_time")
+    end = row.get("end_time")
+    if row.get("is_event"):
+        _require(end is None or end == start, "end_time must be absent on an event span (is_event)")
+        row["end_time"] = None
+        row["duration_ns"] = None
+    elif end is not None:
+        assert start is not None
+        _require(end >= start, "end_time is before start_time")
+        row["duration_ns"] = end - start
+    else:
+        row["duration_ns"] = None
+    row["is_root"] = row["parent_span_id"] is None
+    row["is_event"] = bool(row.get("is_event"))
+    error = row.get("error")
+    if error is not None:
+        _require(bool(error.get("message")), "error.message is required when error is set")
+    tags = row.get("tags")
+    if tags is not None:
+        _require(len(tags) <= MAX_TAGS, f"tags: at most {MAX_TAGS} tags")
+    for position, link in enumerate(row.get("links") or []):
+        link["trace_id"] = _trace_id(
+            link.get("trace_id"), f"links[{position}].trace_id", required=True
+        )
+        if link.get("span_id") is not None:
+            link["span_id"] = _span_id(
+                link.get("span_id"), f"links[{position}].span_id", required=False
+            )
+    _check_cost(row)
+
+
+def _check_cost(row: SpanRow | ScoreRow) -> None:
+    total = row.get("total_cost")
+    if total is None:
+        return
+    _finite(total, "cost.total_cost")
+    _require(total >= 0, "cost.total_cost must not be negative")
+    _require(bool(row.get("cost_currency")), "cost.currency is required when cost is set")
+    # A cost the producer sends is the producer's figure, never an estimate.
+    row["cost_is_estimated"] = False
+
+
+_LEVELS = ("trace", "debug", "info", "warn", "error", "fatal")
+
+
+def check_log(row: LogRow) -> None:
+    """A storable log record."""
+    _identifier(row.get("log_id"), "log_id")
+    row["trace_id"] = _trace_id(row.get("trace_id"), "trace_id", required=False)
+    row["span_id"] = _span_id(row.get("span_id"), "span_id", required=False)
+    _present(row.get("timestamp"), "timestamp")
+    _present(row.get("level"), "level")
+    _require(row.get("message") is not None, "message is required")
+
+
+def check_metric(row: MetricRow, label_values_seen: Callable[[str], int]) -> None:
+    """A storable metric point; labels pass the cardinality filter.
+
+    `label_values_seen(key)` is how many distinct values the project already holds for a label
+    key; a key past MAX_LABEL_VALUES is refused, so one unbounded label cannot blow up every
+    series read.
+    """
+    _identifier(row.get("metric_id"), "metric_id")
+    _require(bool(row.get("name")), "name is required")
+    _present(row.get("kind"), "kind")
+    _finite(row.get("value"), "value")
+    _present(row.get("timestamp"), "timestamp")
+    row["trace_id"] = _trace_id(row.get("trace_id"), "trace_id", required=False)
+    row["span_id"] = _span_id(row.get("span_id"), "span_id", required=False)
+    labels = row.get("labels")
+    if labels is None:
+        return
+    _require(isinstance(labels, Mapping), "labels must be an object of key/value pairs")
+    _require(len(labels) <= MAX_LABELS, f"labels: at most {MAX_LABELS} keys")
+    for key, value in labels.items():
+        _check_label(key, value, label_values_seen)
+
+
+def _check_label(key: str, value: Any, label_values_seen: Callable[[str], int]) -> None:
+    _require(
+        key.lower() not in UNBOUNDED_LABEL_KEYS,
+        f"labels.{key}: high-cardinality key refused by the cardinality filter "
+        "(one series per value); put it on the span or log instead",
+    )
+    _require(
+        isinstance(value, str | int | float | bool),
+        f"labels.{key}: label values must be strings, numbers or booleans",
+    )
+    _require(
+        label_values_seen(key) < MAX_LABEL_VALUES,
+        f"labels.{key}: this key already has {MAX_LABEL_VALUES} distinct values in the project;"
+        " the cardinality filter refuses more",
+    )
+
+
+def check_score(row: ScoreRow) -> None:
+    """A storable score: it names its target, scorer and value."""
+    _identifier(row.get("score_id"), "score_id")
+    row["trace_id"] = _trace_id(row.get("trace_id"), "trace_id", required=True)
+    row["span_id"] = _span_id(row.get("span_id"), "span_id", required=False)
+    _identifier(row.get("scorer_id"), "scorer_id")
+    _present(row.get("source"), "source")
+    _finite(row.get("value"), "value")
+    low, high = row.get("min"), row.get("max")
+    if low is not None and high is not None:
+        _require(low <= high, "min must not be greater than max")
+    _present(row.get("timestamp"), "timestamp")
+    _check_cost(row)
+
+
+_THUMBS = ("up", "down")
+
+
+def check_feedback(row: FeedbackRow) -> None:
+    """A storable feedback record; `value` has the shape its kind asks for."""
+    _identifier(row.get("feedback_id"), "feedback_id")
+    row["trace_id"] = _trace_id(row.get("trace_id"), "trace_id", required=True)
+    row["span_id"] = _span_id(row.get("span_id"), "span_id", required=False)
+    kind = row.get("kind")
+    _present(kind, "kind")
+    value = row.get("value")
+    _present(value, "value")
+    match kind:
+        case "thumbs":
+            _require(value in _THUMBS, f"value: thumbs feedback is 'up' or 'down', got {value!r}")
+        case "rating":
+            _require(
+                isinstance(value, int | float) and not isinstance(value, bool),
+                f"value: rating feedback is a number, got {value!r}",
+            )
+        case "correction" | "tag" | "comment":
+            _require(isinstance(value, str), f"value: {kind} feedback is text, got {value!r}")
+    _present(row.get("timestamp"), "timestamp")
+
+
+def check_aspect_note(row: AspectNoteRow) -> None:
+    """A storable aspect note."""
+    _identifier(row.get("note_id"), "note_id")
+    row["trace_id"] = _trace_id(row.get("trace_id"), "trace_id", required=True) or ""
+    _require(bool(row.get("aspect")), "aspect is required")
+    _require(bool(row.get("text")), "text is required")
+    _present(row.get("created_at"), "created_at")
