@@ -9,6 +9,7 @@ is an `InvalidArgument` naming the parameter or body field at fault.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -121,7 +122,19 @@ def _present(data: object, path: Sequence[str]) -> bool:
 
 def _parse_json(body: bytes) -> Any:
     try:
-        return json.loads(body, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
+        data = json.loads(body, parse_constant=_refuse_constant, object_pairs_hook=_unique_keys)
+        if _SURROGATE_ESCAPE.search(body):
+            # JSON lets `\ud800` stand alone; such a string is not Unicode text and can be
+            # neither stored nor sent on as UTF-8. Only an escape can produce one, so the scan
+            # runs only when the body holds one.
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        return data
+    except UnicodeEncodeError:
+        raise InvalidArgument(
+            "the request body holds a lone UTF-16 surrogate escape (such as \\ud800), which is"
+            " not Unicode text",
+            reason=errors.MALFORMED_JSON,
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidArgument(
             f"the request body is not valid JSON: {exc}", reason=errors.MALFORMED_JSON
@@ -130,6 +143,9 @@ def _parse_json(body: bytes) -> Any:
         raise InvalidArgument(
             "the request body nests too deeply to parse", reason=errors.MALFORMED_JSON
         ) from None
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _refuse_constant(name: str) -> Any:

@@ -189,10 +189,28 @@ async def test_unknown_body_field_is_refused(client: httpx.AsyncClient) -> None:
     assert error["field"] == "spans[0].span_idd"
 
 
-@pytest.mark.parametrize("body", [b"{", b"[1,", b'{"spans": NaN}', b'{"a": 1, "a": 2}', b"\xff"])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{",
+        b"[1,",
+        b'{"spans": NaN}',
+        b'{"a": 1, "a": 2}',
+        b"\xff",
+        # A lone surrogate escape: valid JSON, not Unicode text.
+        b'{"spans": [{"name": "a\\ud800b"}]}',
+    ],
+)
 async def test_malformed_json_is_400(client: httpx.AsyncClient, body: bytes) -> None:
     response = await client.post("/v1/api/ingest", content=body)
     assert_error(response, 400, "INVALID_ARGUMENT", "MALFORMED_JSON")
+
+
+async def test_an_escaped_surrogate_pair_is_text(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/v1/api/ingest", content=b'{"spans": [{"name": "smile \\ud83d\\ude00"}]}'
+    )
+    assert response.status_code == 200, response.text
 
 
 async def test_empty_body_refused_when_the_body_has_required_fields(

@@ -208,7 +208,10 @@ try:
     names = session.query(
         "SELECT name FROM system.tables WHERE database = currentDatabase() ORDER BY name", "TSV"
     ).bytes().decode().split()
-    dump = {n: session.query(f"SELECT * FROM `{n}`", "TSV").bytes().decode() for n in names}
+    dump = {
+        n: session.query(f"SELECT * FROM `{n}`", "TSV").bytes().decode("utf-8", "replace")
+        for n in names
+    }
     print(json.dumps(dump))
 finally:
     session.close()
