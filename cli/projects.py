@@ -27,6 +27,7 @@ from typing import Any
 
 from google.protobuf import json_format
 
+from mcpd import codec
 from mcpd.model.v1 import account_pb2
 from mcpd.runtime.errors import InvalidArgument
 from mcpd.storage.interfaces import ControlStore
@@ -80,7 +81,6 @@ def _entry(position: int, entry: Any) -> ConfiguredProject:
         raise InvalidArgument(f"{where}.id is required", field=SETTING)
     prices = entry.get("prices", {})
     try:
-        check_policies(entry.get("sampling"), entry.get("redaction"), prices)
         project = account_pb2.Project()
         json_format.ParseDict(
             {
@@ -89,6 +89,12 @@ def _entry(position: int, entry: Any) -> ConfiguredProject:
                 if key in entry
             },
             project,
+        )
+        # Checked in the form ingest reads back from the control store.
+        check_policies(
+            codec.encode(project.sampling) if project.HasField("sampling") else None,
+            codec.encode(project.redaction) if project.HasField("redaction") else None,
+            prices,
         )
     except (InvalidArgument, json_format.ParseError) as error:
         raise InvalidArgument(f"{where} ({project_id}): {error}", field=SETTING) from error

@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf import json_format
-
+from mcpd import codec
 from mcpd.pricing import PriceBook, apply_price, load_price_book
 from mcpd.redaction import RedactionPolicy, Redactor, redact_row
 from mcpd.runtime.errors import InvalidArgument
@@ -85,10 +84,12 @@ class ProjectPolicies:
         stored = self._control.get_project(project)
         sampling = redaction = None
         if stored is not None:
+            # The codec gives whole numbers back as integers (a Value holds only doubles), so
+            # `slow_ms = 60000` parses as the integer it was written as.
             if stored.HasField("sampling"):
-                sampling = json_format.MessageToDict(stored.sampling)
+                sampling = codec.encode(stored.sampling)
             if stored.HasField("redaction"):
-                redaction = json_format.MessageToDict(stored.redaction)
+                redaction = codec.encode(stored.redaction)
         overrides = self._control.price_overrides(project)
         return ProjectPolicy(
             redactor=Redactor.for_project(redaction, key=self._key),

@@ -67,9 +67,11 @@ class TailSampler:
                 verdicts[held.project][0 if verdict else 1].append(held.trace_id)
         kept = dropped = 0
         for project, (keep, drop) in verdicts.items():
-            self._store.release_held(project, keep, drop)
+            # Remembered first: a straggler arriving while the release runs follows the
+            # decision instead of being held and decided alone.
             self._remember(project, keep, True)
             self._remember(project, drop, False)
+            self._store.release_held(project, keep, drop)
             kept, dropped = kept + len(keep), dropped + len(drop)
         return kept, dropped
 

@@ -249,8 +249,8 @@ def stored_tables(env: Mapping[str, str], data_dir: Path) -> dict[str, str]:
         try:
             with engine.connect() as connection:
                 for name in sa.inspect(connection).get_table_names():
-                    rows = connection.execute(sa.text(f'SELECT t::text FROM "{name}" AS t'))
-                    tables[name] = "\n".join(row[0] for row in rows)
+                    result = connection.execute(sa.text(f'SELECT t::text FROM "{name}" AS t'))
+                    tables[name] = "\n".join(row[0] for row in result)
         finally:
             engine.dispose()
     elif backend == "clickhouse":
