@@ -1,8 +1,10 @@
-"""The ingest role's parts, built once per process: policies, writer, tail sampler, pipeline.
+"""The ingest role's parts, built once per process: policies, writer, tail sampler, pipeline,
+and the sessions of ingested traces (`TraceSessions`, told about every stored batch).
 
 Order matters on the way out: the writer and the tail sampler are registered on the exit stack
 BEFORE the gRPC servers that feed them, so shutdown drains the servers first (no new batch
-arrives), then the sampler stops, then the writer commits what is queued.
+arrives), then the sampler stops, then the writer commits what is queued, then the trace
+sessions are rebuilt one last time.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from services.ingest.otlp import otlp_registrations
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.policies import ProjectPolicies
 from services.ingest.tail import TailSampler
+from services.ingest.trace_sessions import TraceSessions
 from services.ingest.writer import BatchWriter
 
 REDACTION_KEY_FILE = "redaction.key"
@@ -67,6 +70,11 @@ async def start_ingest(
         monotonic=clock.monotonic,
         ttl_s=ingest.policy_ttl_s,
     )
+    # Registered before the writer, so it closes after it: batches the writer commits while
+    # closing are still noticed, and its close rebuilds what is noticed by then.
+    trace_sessions = TraceSessions(stores.trace, stores.sessions, clock)
+    trace_sessions.start()
+    stack.push_async_callback(trace_sessions.close)
     writer = BatchWriter(
         stores.trace,
         monotonic=clock.monotonic,
@@ -85,5 +93,6 @@ async def start_ingest(
         clock=clock,
         tail=tail,
         label_values_seen=cardinality.values_seen,
+        on_stored=trace_sessions.notice,
     )
     return IngestRole(pipeline, writer)

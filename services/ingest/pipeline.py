@@ -58,12 +58,15 @@ class IngestPipeline:
         clock: Clock,
         tail: TailSampler,
         label_values_seen: Callable[[str, str], int],
+        on_stored: Callable[[SignalBatch], None] | None = None,
     ) -> None:
         self._policies = policies
         self._writer = writer
         self._clock = clock
         self._tail = tail
         self._label_values_seen = label_values_seen
+        # Told about every batch once it is durable (not replays): must be cheap and not raise.
+        self._on_stored = on_stored
 
     async def ingest(self, incoming: IncomingBatch) -> telemetry_pb2.IngestResult:
         """Validate, prepare and durably store `incoming`; say what became of every record."""
@@ -78,6 +81,8 @@ class IngestPipeline:
         stored = await self._writer.write(prepared.batch)
         if stored:
             result.accepted = prepared.valid
+            if self._on_stored is not None:
+                self._on_stored(prepared.batch)
         else:
             result.duplicate = prepared.valid
         return result

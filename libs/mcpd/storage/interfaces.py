@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from mcpd.model.v1 import account_pb2, query_pb2
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
+from mcpd.signals.rows import SpanRow
 from mcpd.storage.records import AuditPage, StoredAccount, StoredKey, StoredSession
 
 
@@ -80,6 +81,17 @@ class TraceStore(Protocol):
     def facet_value_count(self, project: str, facet: str, key: str) -> int:
         """How many distinct values the facet table holds for (project, facet, key); `key` is
         '' for every facet but `metric_label_value`."""
+        ...
+
+    def session_spans(self, project: str, session_id: str, *, limit: int) -> list[SpanRow]:
+        """The spans of one project whose `session_id` (correlation) is `session_id`, across
+        all its traces, ordered by start time, then span id, then trace id.
+
+        At most `limit` of them: when the session holds more, the NEWEST `limit` (the last ones
+        in that order), still in ascending order, so an oversized session loses its oldest
+        spans first. An empty `session_id` or a `limit` below 1 gives []. Held (tail-sampled,
+        undecided) spans are not included.
+        """
         ...
 
     def close(self) -> None:

@@ -6,10 +6,12 @@ from collections.abc import Sequence
 
 from mcpd.model.v1 import query_pb2
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
+from mcpd.signals.rows import SpanRow
 from mcpd.storage import capabilities
 from mcpd.storage.clickhouse import migrate as clickhouse_migrate
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
 from mcpd.storage.clickhouse.signals import ClickHouseSignals
+from mcpd.storage.clickhouse.signals import reads as signal_reads
 
 
 class ClickHouseTraceStore:
@@ -69,6 +71,10 @@ class ClickHouseTraceStore:
     def facet_value_count(self, project: str, facet: str, key: str) -> int:
         """How many distinct values the facet table holds for (project, facet, key)."""
         return self._signals.facet_value_count(project, facet, key)
+
+    def session_spans(self, project: str, session_id: str, *, limit: int) -> list[SpanRow]:
+        """The newest `limit` spans of one session, oldest first."""
+        return signal_reads.session_spans(self._executor, project, session_id, limit=limit)
 
     def close(self) -> None:
         """Close the executor. Idempotent."""

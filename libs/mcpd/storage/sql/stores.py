@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from mcpd.model.v1 import query_pb2
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
+from mcpd.signals.rows import SpanRow
 from mcpd.storage import capabilities
 from mcpd.storage.sql import signals
 from mcpd.storage.sql.base import SqlStore
@@ -54,6 +55,11 @@ class SqlTraceStore(SqlStore):
         """Distinct values the facet table holds for (project, facet, key)."""
         with read_connection(self._engine) as conn:
             return signals.facet_value_count(conn, project, facet, key)
+
+    def session_spans(self, project: str, session_id: str, *, limit: int) -> list[SpanRow]:
+        """The newest `limit` spans of one session, oldest first."""
+        with read_connection(self._engine) as conn:
+            return signals.session_spans(conn, project, session_id, limit=limit)
 
 
 class SqlRunStore(SqlStore):

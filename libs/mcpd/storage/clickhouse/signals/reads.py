@@ -1,4 +1,5 @@
-"""Reading signals back from ClickHouse: projection inputs, held traces, one trace's records.
+"""Reading signals back from ClickHouse: projection inputs, held traces, one trace's records,
+one session's spans.
 
 Every read is scoped by project and uses FINAL, which resolves the replacing engines at read
 time (the newest version of each row identity), so reads are exact right after a write, before
@@ -127,6 +128,36 @@ def trace_records(
         scores=cast(list[ScoreRow], timed(SCORES, scores)),
         feedback=cast(list[FeedbackRow], timed(FEEDBACK, feedback)),
     )
+
+
+def session_spans(
+    executor: ClickHouseExecutor, project: str, session_id: str, *, limit: int
+) -> list[SpanRow]:
+    """The newest `limit` spans of one session, oldest first (see `TraceStore.session_spans`).
+
+    session_id is not in the sort key, so its bloom filter must not prune under FINAL (a granule
+    skipped for an old session id could hide the newer version of a row). It prunes the inner
+    scan instead, which has no FINAL and only finds the session's trace ids (any version of any
+    span that ever carried the session id). Those traces' spans are read FINAL (pruned by the
+    trace id filter, safe there), folded to one row per (trace id, span id) by latest arrival,
+    and only then filtered on the session id, so a span moved to another session drops out.
+    """
+    if not session_id or limit < 1:
+        return []
+    sql = (
+        f"SELECT {SPANS.select_list()} FROM ("
+        "SELECT * FROM spans FINAL WHERE project = {project:String} AND trace_id IN ("
+        "SELECT DISTINCT trace_id FROM spans "
+        "WHERE project = {project:String} AND session_id = {session_id:String}) "
+        "ORDER BY received_at DESC LIMIT 1 BY trace_id, span_id"
+        ") WHERE session_id = {session_id:String} "
+        "ORDER BY start_time DESC, span_id DESC, trace_id DESC LIMIT {limit:UInt64}"
+        + _SKIP_UNDER_FINAL
+    )
+    found = executor.query(sql, {"project": project, "session_id": session_id, "limit": limit})
+    rows = as_rows(SPANS, found)
+    rows.reverse()
+    return cast(list[SpanRow], rows)
 
 
 def facet_value_count(executor: ClickHouseExecutor, project: str, facet: str, key: str) -> int:

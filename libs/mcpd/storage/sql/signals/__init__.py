@@ -6,7 +6,19 @@ dialect-specific statements and PostgreSQL's per-trace advisory locks. The logic
 shares (rows, projection, facets) is in `mcpd.signals`.
 """
 
-from mcpd.storage.sql.signals.reads import facet_value_count, held_traces, trace_records
+from mcpd.storage.sql.signals.reads import (
+    facet_value_count,
+    held_traces,
+    session_spans,
+    trace_records,
+)
 from mcpd.storage.sql.signals.writes import release_held, write_batches
 
-__all__ = ["facet_value_count", "held_traces", "release_held", "trace_records", "write_batches"]
+__all__ = [
+    "facet_value_count",
+    "held_traces",
+    "release_held",
+    "session_spans",
+    "trace_records",
+    "write_batches",
+]

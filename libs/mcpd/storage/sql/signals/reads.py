@@ -1,4 +1,5 @@
-"""Reading signals back: one trace with what hangs off it, held traces, facet counts.
+"""Reading signals back: one trace with what hangs off it, a session's spans, held traces,
+facet counts.
 
 Rows come back as `mcpd.signals.rows` dicts keyed by column name, every column present. Spans
 are put in read order in Python (`order_spans`), since their depth in the tree is not a column.
@@ -47,6 +48,25 @@ def trace_records(
             _timed(conn, schema.feedback, "feedback_id", project, trace_id, feedback),
         ),
     )
+
+
+def session_spans(conn: Connection, project: str, session_id: str, *, limit: int) -> list[SpanRow]:
+    """The newest `limit` spans of one session, oldest first (see `TraceStore.session_spans`).
+
+    Served by the index on spans(project, session_id); the newest are taken in descending
+    order and turned around here."""
+    if not session_id or limit < 1:
+        return []
+    spans = schema.spans
+    statement = (
+        select(spans)
+        .where(spans.c.project == project, spans.c.session_id == session_id)
+        .order_by(spans.c.start_time.desc(), spans.c.span_id.desc(), spans.c.trace_id.desc())
+        .limit(limit)
+    )
+    rows = _rows(conn, statement)
+    rows.reverse()
+    return cast(list[SpanRow], rows)
 
 
 def held_traces(conn: Connection) -> list[HeldTrace]:

@@ -1,0 +1,175 @@
+"""Ingested traces that carry a session id become a searchable session (harness `mcpd`, source
+= the service name) in a real daemon: native REST ingest in, the session tools' REST mirror
+out, on every storage backend."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from mcpd.testing.daemon import DaemonProcess
+from tests.e2e.conftest import BACKENDS, storage_env
+from tests.e2e.ingest_payloads import new_span_id, new_trace_id
+
+pytestmark = pytest.mark.e2e
+
+SESSION = "s-1"
+SERVICE = "support-bot"
+FIRST_PROMPT = "Where is my zephyrine order?"
+SECOND_PROMPT = "Can the quillwort parcel be refunded?"
+WAIT_S = 30.0
+
+
+@pytest.fixture(params=BACKENDS)
+async def daemon(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[DaemonProcess]:
+    env = storage_env(request.param, tmp_path, request)
+    async with DaemonProcess(extra_env=env) as running:
+        yield running
+
+
+def conversation_turn(prompt: str, answer: str, second: int) -> dict[str, Any]:
+    """One trace of session s-1: an agent run with a model call and a tool call."""
+    trace_id, root, model, tool = new_trace_id(), new_span_id(), new_span_id(), new_span_id()
+    correlation = {"project": "", "service_name": SERVICE, "session_id": SESSION}
+
+    def at(offset_ms: int) -> str:
+        return f"2026-11-29T10:00:{second:02d}.{offset_ms:03d}Z"
+
+    def child(span_id: str, **fields: Any) -> dict[str, Any]:
+        return {
+            "trace_id": trace_id,
+            "span_id": span_id,
+            "parent_span_id": root,
+            "status": "ok",
+            "correlation": correlation,
+            **fields,
+        }
+
+    return {
+        "spans": [
+            {
+                "trace_id": trace_id,
+                "span_id": root,
+                "name": "answer_ticket",
+                "kind": "agent_run",
+                "status": "ok",
+                "start_time": at(0),
+                "end_time": at(900),
+                "input": {"messages": [{"role": "user", "content": prompt}]},
+                "output": answer,
+                "correlation": correlation,
+            },
+            child(
+                model,
+                name="chat",
+                kind="model_inference",
+                start_time=at(100),
+                end_time=at(400),
+                model="claude-sonnet-4-5",
+                output=[{"type": "text", "text": "Checking the order."}],
+            ),
+            child(
+                tool,
+                name="lookup_order",
+                kind="tool_call",
+                start_time=at(400),
+                end_time=at(800),
+                input={"order_id": "A1"},
+                output={"status": "shipped"},
+            ),
+        ]
+    }
+
+
+async def _post(http: httpx.AsyncClient, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    response = await http.post(path, json=body)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
+async def _search(http: httpx.AsyncClient, query: str) -> list[dict[str, Any]]:
+    envelope = (await _post(http, "/v1/api/sessions/search", {"query": query}))["envelope"]
+    assert envelope.get("error") is None, envelope
+    hits: list[dict[str, Any]] = envelope["data"]["results"]
+    return hits
+
+
+async def _eventually_hits(http: httpx.AsyncClient, query: str) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        hits = await _search(http, query)
+        if hits:
+            return hits
+        assert time.monotonic() < deadline, f"{query!r} not searchable within {WAIT_S} s"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_traced_session_is_searchable_and_listed(daemon: DaemonProcess) -> None:
+    async with httpx.AsyncClient(base_url=daemon.http_url, timeout=30) as http:
+        for body in (
+            conversation_turn(FIRST_PROMPT, "It shipped yesterday.", 1),
+            conversation_turn(SECOND_PROMPT, "Yes, refund issued.", 5),
+        ):
+            result = await _post(http, "/v1/api/ingest", body)
+            assert result == {"accepted": 3, "rejected": 0, "duplicate": 0, "errors": []}
+
+        (first,) = await _eventually_hits(http, "zephyrine")
+        # The second trace may land in a later rebuild than the first.
+        (second,) = await _eventually_hits(http, "quillwort")
+        listed = await _post(
+            http,
+            "/v1/api/sessions/list",
+            {
+                "start_datetime": "2026-11-29T00:00:00Z",
+                "end_datetime": "2026-11-30T00:00:00Z",
+                "harness": "mcpd",
+            },
+        )
+        by_source = await _search_with(http, "zephyrine", harness="mcpd", source=SERVICE)
+        elsewhere = await _search_with(http, "zephyrine", harness="codex", source=None)
+
+    assert first["event"]["type"] == "user_input"
+    assert first["snippet"]["text"] == FIRST_PROMPT
+    assert first["turn"]["ordinal"] == 1
+    assert first["turn"]["completed"] is True
+    assert first["session"]["harness"] == "mcpd"
+    assert first["session"]["source"] == SERVICE
+    assert first["session"]["title"] == FIRST_PROMPT
+    assert second["turn"]["ordinal"] == 2
+    assert second["session"]["id"] == first["session"]["id"]
+
+    sessions = listed["envelope"]["data"]["sessions"]
+    assert len(sessions) == 1, sessions
+    session = sessions[0]["session"]
+    assert sessions[0]["open"] == {"session_id": first["session"]["id"]}
+    assert session["id"] == first["session"]["id"]
+    assert (session["harness"], session["source"]) == ("mcpd", SERVICE)
+    assert session["turn_count"] == 2
+    # Per turn: the prompt, the model's note, the tool call and response, the final answer.
+    assert session["event_count"] == 10
+    assert session["completed"] is True
+    assert session["mode"] == "tool_calling"
+    assert session["started_at"] == "2026-11-29T10:00:01.000Z"
+    assert session["updated_at"] == "2026-11-29T10:00:05.900Z"
+
+    assert [hit["id"] for hit in by_source] == [first["id"]]
+    assert elsewhere == []
+
+
+async def _search_with(
+    http: httpx.AsyncClient, query: str, *, harness: str, source: str | None
+) -> list[dict[str, Any]]:
+    body: dict[str, Any] = {"query": query, "harness": harness}
+    if source is not None:
+        body["source"] = source
+    envelope = (await _post(http, "/v1/api/sessions/search", body))["envelope"]
+    assert envelope.get("error") is None, envelope
+    hits: list[dict[str, Any]] = envelope["data"]["results"]
+    return hits
