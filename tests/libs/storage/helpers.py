@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import event, inspect
 from sqlalchemy.engine import Engine
 
-from mcpd.storage.clickhouse.executor import ChdbExecutor, ClickHouseExecutor
+from mcpd.storage.clickhouse.executor import ChdbExecutor, ClickHouseExecutor, insert_statement
 from mcpd.storage.clickhouse.store import ClickHouseTraceStore
 from mcpd.storage.sql.control_store import SqlControlStore
 from mcpd.storage.sql.engine import Synchronous, create_postgres_engine, create_sqlite_engine
@@ -38,6 +38,10 @@ class RecordingExecutor:
     def query(self, sql: str, params: Mapping[str, object] | None = None) -> list[tuple[Any, ...]]:
         self.statements.append(sql)
         return self.inner.query(sql, params)
+
+    def insert(self, table: str, columns: Sequence[str], data: str | bytes, fmt: str) -> None:
+        self.statements.append(insert_statement(table, columns, fmt))
+        self.inner.insert(table, columns, data, fmt)
 
     def close(self) -> None:
         self.inner.close()

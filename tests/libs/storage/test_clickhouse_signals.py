@@ -343,6 +343,11 @@ def test_a_call_that_fails_part_way_is_completed_by_the_retry(ch: Store) -> None
         def query(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
             return inner.query(sql, params)
 
+        def insert(self, table: str, columns: Any, data: Any, fmt: str) -> None:
+            if table == "traces":
+                raise ClickHouseError("connection lost", code=None)
+            inner.insert(table, columns, data, fmt)
+
     ch.executor.inner = LosesTheConnection()  # type: ignore[assignment]
     with pytest.raises(ClickHouseError):
         ch.write(sent)
@@ -516,27 +521,25 @@ def test_a_span_held_after_the_decision_was_read_stays_held(ch: Store) -> None:
     def query_then_hold(sql: str, params: Any = None) -> list[tuple[Any, ...]]:
         found = real_query(sql, params)
         if sql.startswith("SELECT row"):
-            ch.executor.inner.command(
-                columns.insert_sql(columns.HELD_SPANS),
-                {
-                    "data": columns.column_data(
-                        columns.HELD_SPANS,
-                        [
-                            {
-                                "project": "p",
-                                "trace_id": "t1",
-                                "span_id": "b",
-                                "received_at": T0 + 2,
-                                "status": "ok",
-                                "is_root": False,
-                                "is_event": False,
-                                "start_time": T0,
-                                "end_time": None,
-                                "row": columns.dump_json(span("b", received_at=T0 + 2)),
-                            }
-                        ],
-                    )
-                },
+            held = columns.column_data(
+                columns.HELD_SPANS,
+                [
+                    {
+                        "project": "p",
+                        "trace_id": "t1",
+                        "span_id": "b",
+                        "received_at": T0 + 2,
+                        "status": "ok",
+                        "is_root": False,
+                        "is_event": False,
+                        "start_time": T0,
+                        "end_time": None,
+                        "row": columns.dump_json(span("b", received_at=T0 + 2)),
+                    }
+                ],
+            )
+            ch.executor.inner.insert(
+                columns.HELD_SPANS.name, columns.HELD_SPANS.names, held, "JSONCompactColumns"
             )
         return found
 

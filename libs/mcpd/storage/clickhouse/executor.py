@@ -5,6 +5,14 @@
 Both run the same SQL with the same `{name:Type}` server-side parameters, so a value never
 becomes part of the SQL text.
 
+Rows are written with `insert`: `INSERT INTO table (columns) FORMAT <format>` followed by the
+rows as text in that input format, which both implementations send as the statement's *data*
+(the HTTP request body; chdb's streaming insert), never as SQL or a parameter. The text must
+hold each column in its table type (a DateTime64 as `params.datetime64_text`, say): the rows
+go into the table as they are parsed, with no SELECT to convert them. Parameters, by contrast,
+travel in the URL, which a server caps (`http_max_uri_size`, 1 MiB by default), so data of any
+size belongs in `insert`.
+
 Result contract, which both implementations honour: each row is a tuple of plain Python values
 (int for every Int/UInt width, float, str, bool, None for NULL, list for Array). Select times as
 integers (`toUnixTimestamp64Nano(t)`): the two drivers decode DateTime64 differently, and a
@@ -16,9 +24,11 @@ an error the server reports is `ClickHouseError` carrying ClickHouse's numeric e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,6 +41,7 @@ URL_SETTING = "storage.clickhouse_url"
 UNKNOWN_TABLE = 60  # ClickHouse's error code for a table that does not exist.
 
 _CODE = re.compile(r"Code: (\d+)")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 class ClickHouseError(Internal):
@@ -65,9 +76,37 @@ class ClickHouseExecutor(Protocol):
         """Run a SELECT and return every row."""
         ...
 
+    def insert(self, table: str, columns: Sequence[str], data: str | bytes, fmt: str) -> None:
+        """Write rows: `INSERT INTO table (columns) FORMAT fmt` with `data`, the rows as text in
+        that input format (JSONCompactColumns, JSONEachRow...), sent as the statement's data.
+
+        One call is one INSERT (one block, so one part per partition). Raises ValueError when a
+        table, column or format name is not a plain identifier.
+        """
+        ...
+
     def close(self) -> None:
         """Release the connection or the engine. Idempotent."""
         ...
+
+
+def insert_statement(table: str, columns: Sequence[str], fmt: str) -> str:
+    """`INSERT INTO table (`a`, `b`) FORMAT fmt`: the statement both executors run for `insert`
+    (spelled as clickhouse-connect's `raw_insert` spells it).
+
+    Raises ValueError for a name that is not a plain identifier, as the names become SQL text.
+    """
+    return f"{_insert_target(table, columns, fmt)} FORMAT {fmt}"
+
+
+def _insert_target(table: str, columns: Sequence[str], fmt: str) -> str:
+    for name in (table, *columns, fmt):
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"not a plain identifier: {name!r}")
+    if not columns:
+        raise ValueError("an INSERT names at least one column")
+    listed = ", ".join(f"`{column}`" for column in columns)
+    return f"INSERT INTO {table} ({listed})"
 
 
 @dataclass(frozen=True)
@@ -137,12 +176,22 @@ class HttpExecutor:
 
     def command(self, sql: str, params: Mapping[str, object] | None = None) -> None:
         """Run a statement through `Client.command`."""
-        self._call(self._client.command, sql, params)
+        self._call(lambda: self._client.command(sql, parameters=_driver_params(params)))
 
     def query(self, sql: str, params: Mapping[str, object] | None = None) -> list[tuple[Any, ...]]:
         """Run a SELECT through `Client.query`; rows as tuples."""
-        result = self._call(self._client.query, sql, params)
+        result = self._call(lambda: self._client.query(sql, parameters=_driver_params(params)))
         return [tuple(row) for row in result.result_rows]
+
+    def insert(self, table: str, columns: Sequence[str], data: str | bytes, fmt: str) -> None:
+        """Write rows through `Client.raw_insert`: the statement and the data make up the POST
+        body (`INSERT ... FORMAT fmt`, a newline, the data), so the URL carries only the
+        database and settings whatever the size of the data."""
+        _insert_target(table, columns, fmt)  # the names are checked as ChdbExecutor checks them
+        block = data.encode() if isinstance(data, str) else data
+        self._call(
+            lambda: self._client.raw_insert(table, list(columns), insert_block=block, fmt=fmt)
+        )
 
     def close(self) -> None:
         """Close the client's HTTP connections."""
@@ -151,15 +200,19 @@ class HttpExecutor:
             self._client.close()
 
     @staticmethod
-    def _call(method: Any, sql: str, params: Mapping[str, object] | None) -> Any:
+    def _call(request: Callable[[], Any]) -> Any:
         from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
         try:
-            return method(sql, parameters=dict(params) if params else None)
+            return request()
         except OperationalError as error:
             raise Unavailable("ClickHouse is unreachable") from error
         except DatabaseError as error:
             raise ClickHouseError.from_driver(error) from error
+
+
+def _driver_params(params: Mapping[str, object] | None) -> dict[str, object] | None:
+    return dict(params) if params else None
 
 
 class ChdbExecutor:
@@ -167,13 +220,23 @@ class ChdbExecutor:
 
     chdb runs one engine per process: a second executor on a *different* path fails until the
     first is closed (one on the same path shares the engine).
+
+    Calls are serialised (chdb runs one statement at a time on a connection anyway). After a
+    statement fails, chdb keeps whatever output it had produced and hands it out ahead of the
+    next statement's (seen with chdb 4.4), so a failure is followed, under the same lock, by
+    `_drain`, which runs a probe until its output is the probe's own.
     """
+
+    _PROBE = "SELECT 1"
+    _PROBE_OUTPUT = b"1\n"  # its output in TSV
+    _DRAIN_ATTEMPTS = 3
 
     def __init__(self, path: Path) -> None:
         import chdb.session
 
         # chdb ships no signatures for Session; it is used through the few calls below.
         session_class: Any = chdb.session.Session
+        self._lock = threading.Lock()
         try:
             self._session: Any = session_class(str(path))
             # NaN and infinities as strings, so they survive the JSON result format.
@@ -198,21 +261,62 @@ class ChdbExecutor:
             for row in document["data"]
         ]
 
+    def insert(self, table: str, columns: Sequence[str], data: str | bytes, fmt: str) -> None:
+        """Write rows through chdb's streaming insert (`Session.send_insert`): the data is fed
+        to the INSERT's input format as an HTTP body would be, never parsed as SQL."""
+        target = _insert_target(table, columns, fmt)
+        block = data.encode() if isinstance(data, str) else data
+        with self._lock:
+            try:
+                inserter = self._session.send_insert(target, fmt)
+            except RuntimeError as error:
+                self._drain()
+                raise ClickHouseError.from_driver(error) from error
+            finished = False
+            try:
+                inserter.append(block)
+                inserter.finish()
+                finished = True
+            except RuntimeError as error:
+                raise ClickHouseError.from_driver(error) from error
+            finally:
+                if not finished:
+                    self._abandon(inserter)
+
     def close(self) -> None:
         """Close the session (and the engine, when it is the last one)."""
-        if not self._closed:
-            self._closed = True
-            self._session.close()
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._session.close()
 
     def _run(self, sql: str, params: Mapping[str, object] | None) -> bytes:
-        try:
-            result = self._session.query(
-                sql, "JSONCompact", params=format_params(params) if params else None
-            )
-        except RuntimeError as error:  # chdb's ChdbError is a RuntimeError
-            raise ClickHouseError.from_driver(error) from error
-        data: bytes = result.bytes()
-        return data
+        formatted = format_params(params) if params else None
+        with self._lock:
+            try:
+                result = self._session.query(sql, "JSONCompact", params=formatted)
+            except RuntimeError as error:  # chdb's ChdbError is a RuntimeError
+                self._drain()
+                raise ClickHouseError.from_driver(error) from error
+            data: bytes = result.bytes()
+            return data
+
+    def _abandon(self, inserter: Any) -> None:
+        """Cancel a streaming insert that failed (a no-op once it finished), then drain."""
+        with contextlib.suppress(RuntimeError):  # the engine already dropped it
+            inserter.cancel()
+        self._drain()
+
+    def _drain(self) -> None:
+        """Discard the output a failed statement left behind (the caller holds the lock)."""
+        for _ in range(self._DRAIN_ATTEMPTS):
+            try:
+                output = self._session.query(self._PROBE, "TSV").bytes()
+            except RuntimeError:
+                continue
+            if output == self._PROBE_OUTPUT:
+                return
+        raise ClickHouseError("chdb output still holds a failed statement's result", code=None)
 
 
 def decode(kind: str, value: Any) -> Any:

@@ -9,14 +9,20 @@ a value and nothing can be injected. (clickhouse-connect does the same for `Http
 
 Supported: None, bool, int, float, str, and lists/tuples of those (nested). Anything else is a
 TypeError, rather than a guess at its text form.
+
+`datetime64_text` spells a time for a DateTime64(9) column in data sent to an INSERT.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
+from functools import lru_cache
 
 # Top level, escaped format: a backslash starts an escape, and tab/newline end a value.
+# The backslash comes first: `_escape` replaces in this order, and every later replacement
+# adds a backslash that must not be escaped again.
 _ESCAPED = {
     "\\": "\\\\",
     "\t": "\\t",
@@ -70,4 +76,34 @@ def _literal(value: object) -> str:
 
 
 def _escape(text: str, table: Mapping[str, str]) -> str:
-    return "".join(table.get(char, char) for char in text)
+    # One `str.replace` per special character (each a scan in C, skipped when the character is
+    # absent): far faster than a per-character loop or `str.translate` on long text.
+    for char, replacement in table.items():
+        if char in text:
+            text = text.replace(char, replacement)
+    return text
+
+
+# The earliest time `datetime64_text` spells: ClickHouse parses a DateTime64(9) text through
+# its whole seconds, and the seconds of anything earlier (the first 0.85 s of the Int64 range,
+# on 1677-09-21) overflow Int64 as nanoseconds.
+DATETIME64_MIN_NS = -9_223_372_036_000_000_000
+DATETIME64_MAX_NS = 2**63 - 1
+
+
+def datetime64_text(ns: int) -> str:
+    """The text of a DateTime64(9) value, `YYYY-MM-DD hh:mm:ss.nnnnnnnnn` in UTC, from
+    nanoseconds since the epoch: exact, and parsed alike by every `date_time_input_format`.
+
+    Raises ValueError outside [DATETIME64_MIN_NS, DATETIME64_MAX_NS].
+    """
+    if not DATETIME64_MIN_NS <= ns <= DATETIME64_MAX_NS:
+        raise ValueError(f"time {ns} ns is outside the range ClickHouse stores")
+    seconds, fraction = divmod(ns, 1_000_000_000)
+    return f"{_second_text(seconds)}.{fraction:09d}"
+
+
+@lru_cache(maxsize=4096)
+def _second_text(seconds: int) -> str:
+    # Cached: the times of one write mostly fall in a few seconds.
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))

@@ -1,14 +1,11 @@
 """The session tables' columns on ClickHouse, and moving rows in and out of them.
 
 Rows are the dicts of `mcpd.storage.sql.sessions.rows` (shared with the SQL backends, so the
-digests and records are the same); here they are inserted as JSONEachRow text passed as one
-query parameter (`format(JSONEachRow, ..., {data:String})`), so no value becomes SQL text, and
-read back as tuples turned into dicts by the column lists below.
-
-Over HTTP, clickhouse-connect sends parameters in the URL, which the server caps
-(`http_max_uri_size`, 1 MiB by default), hence the small batches; a single event whose row
-exceeds the cap needs the client's `form_encode_query_params` (not yet set by `HttpExecutor`,
-and not exercised here: the tests run on chdb, which takes parameters in process).
+digests and records are the same); here they are inserted as JSONEachRow text sent as the
+INSERT's data (`ClickHouseExecutor.insert`: the HTTP request body), so no value becomes SQL
+text and no size limit of a URL applies, and read back as tuples turned into dicts by the
+column lists below. Every column's type below is its table type, as the rows go into the table
+as they are parsed.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ from typing import Any
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
 from mcpd.storage.sql.sessions.rows import Row
 
-# Characters of JSONEachRow text per INSERT (see the module docstring for why so few).
+# Characters of JSONEachRow text per INSERT: bounds the memory one statement's data takes.
 INSERT_BYTES = 500_000
 
 _NULLABLE = "Nullable(String)"
@@ -129,14 +126,9 @@ def insert(
     executor: ClickHouseExecutor, table: str, columns: Mapping[str, str], rows: Sequence[Row]
 ) -> None:
     """Insert `rows` (each holding every column in `columns`) in as few statements as fit."""
-    names = ", ".join(columns)
-    structure = ", ".join(f"{name} {kind}" for name, kind in columns.items())
-    sql = (
-        f"INSERT INTO {table} ({names}) SELECT {names} "
-        f"FROM format(JSONEachRow, '{structure}', {{data:String}})"
-    )
+    names = list(columns)
     for data in _batches(columns, rows):
-        executor.command(sql, {"data": data})
+        executor.insert(table, names, data, "JSONEachRow")
 
 
 def _batches(columns: Mapping[str, str], rows: Sequence[Row]) -> Iterator[str]:

@@ -6,17 +6,18 @@ the conventions of migration 0001:
 
 * an absent string or JSON document is '' (so '' reads back as None), and a JSON document is
   stored as its JSON text;
-* an absent number or time is NULL; times are DateTime64(9, 'UTC'), moved as Int64 nanoseconds
-  (`fromUnixTimestamp64Nano` on the way in, `toUnixTimestamp64Nano` on the way out) so no
-  driver ever turns them into a datetime and drops the nanoseconds;
+* an absent number or time is NULL; times are DateTime64(9, 'UTC'), written as their exact
+  text (`params.datetime64_text`: a bare number in a DateTime64 column would be read as
+  seconds) and read as Int64 nanoseconds (`toUnixTimestamp64Nano`), so no driver ever turns
+  them into a datetime and drops the nanoseconds;
 * `tags` is Array(String): an absent list is stored as [] and [] reads back as None;
 * a NUL character in a string or inside a JSON document is stored as U+FFFD, as the SQL
   backends store it (PostgreSQL refuses NUL), so every backend reads back the same row.
 
-Inserts are column-oriented: one INSERT per table carries every row as JSONCompactColumns text
-(one JSON array per column) in a single `{data:String}` parameter, so no value becomes SQL text
-and the block is built with one `json.dumps`. The INSERT is `INSERT ... SELECT ... FROM
-format(...)`, which ClickHouse writes as one block per partition of the target table.
+Inserts are column-oriented: one INSERT per table carries every row as JSONCompactColumns data
+(one JSON array per column) in the request body (`ClickHouseExecutor.insert`), so no value
+becomes SQL text or a URL parameter and the block is built with one `json.dumps`; ClickHouse
+writes it as one block per partition of the target table.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from mcpd.storage.clickhouse.executor import ClickHouseExecutor
+from mcpd.storage.clickhouse.params import datetime64_text
 
 
 class Kind(Enum):
@@ -47,21 +48,6 @@ class Kind(Enum):
     TAGS = "tags"  # None <-> []
 
 
-# The type each kind travels as inside the JSONCompactColumns text of an INSERT.
-_TRANSPORT = {
-    Kind.KEY: "String",
-    Kind.TEXT: "String",
-    Kind.JSON: "String",
-    Kind.TIME: "Int64",
-    Kind.OPT_TIME: "Nullable(Int64)",
-    Kind.COUNT: "UInt64",
-    Kind.OPT_COUNT: "Nullable(UInt64)",
-    Kind.FLOAT: "Float64",
-    Kind.OPT_FLOAT: "Nullable(Float64)",
-    Kind.BOOL: "Bool",
-    Kind.OPT_BOOL: "Nullable(Bool)",
-    Kind.TAGS: "Array(String)",
-}
 # Kinds with no absent value: a None is refused before anything is written.
 _REQUIRED = frozenset((Kind.KEY, Kind.TIME, Kind.COUNT, Kind.FLOAT, Kind.BOOL))
 
@@ -364,22 +350,21 @@ def _read_expression(name: str, kind: Kind) -> str:
     return name
 
 
-def _insert_expression(name: str, kind: Kind) -> str:
-    if kind in (Kind.TIME, Kind.OPT_TIME):
-        return f"fromUnixTimestamp64Nano({name}, 'UTC')"
-    return name
-
-
 def column_data(table: Table, rows: Sequence[Mapping[str, Any]]) -> str:
     """The JSONCompactColumns text of `rows` (each holding every column of `table`).
 
-    Raises ValueError when a row lacks a value that the column requires (and KeyError when it
-    lacks the key), so a malformed row is refused before anything reaches the database.
+    Raises ValueError when a row lacks a value that the column requires or holds a time
+    ClickHouse cannot store (and KeyError when it lacks the key), so a malformed row is refused
+    before anything reaches the database.
     """
     data: list[list[Any]] = []
     for name, kind in table.columns:
         values = [row[name] for row in rows]
-        if kind is Kind.TEXT:
+        if kind in (Kind.TIME, Kind.OPT_TIME):
+            if kind is Kind.TIME and None in values:
+                raise ValueError(f"{table.name}.{name} is required, and a row has none")
+            values = [None if value is None else datetime64_text(value) for value in values]
+        elif kind is Kind.TEXT:
             values = ["" if value is None else value for value in values]
         elif kind is Kind.JSON:
             values = [dump_json(value) for value in values]
@@ -395,23 +380,6 @@ def column_data(table: Table, rows: Sequence[Mapping[str, Any]]) -> str:
                 values[:] = [_scrub(value) for value in values]
         text = _ENCODE(data)
     return text
-
-
-def insert_sql(table: Table) -> str:
-    """The INSERT that writes one `column_data` text passed as the `data` parameter."""
-    names = ", ".join(table.names)
-    structure = ", ".join(f"{name} {_TRANSPORT[kind]}" for name, kind in table.columns)
-    values = ", ".join(_insert_expression(name, kind) for name, kind in table.columns)
-    return (
-        f"INSERT INTO {table.name} ({names}) SELECT {values} "
-        f"FROM format(JSONCompactColumns, '{structure}', {{data:String}})"
-    )
-
-
-def insert(executor: ClickHouseExecutor, table: Table, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Write `rows` with ONE INSERT (nothing when there are none)."""
-    if rows:
-        executor.command(insert_sql(table), {"data": column_data(table, rows)})
 
 
 def as_rows(

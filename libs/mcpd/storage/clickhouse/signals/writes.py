@@ -7,7 +7,7 @@ this order guarantees):
    whose key is stored, or whose key an earlier batch of the call carries, is not written.
 2. **Rows.** The written batches' rows are gathered per table, the last row of each identity
    winning (across batches too, as the SQL backends' upserts in batch order do); a row without
-   `received_at` takes its batch's. Every row is converted to column data now, before the
+   `received_at` takes its batch's. Every row is converted to INSERT data now, before the
    first INSERT, so a malformed row fails the call before anything is written.
 3. **Projection** of every (project, trace_id) a span, score or feedback row touches: what is
    stored is read with FINAL (`reads.stored_for_projection`) before this call's rows go in,
@@ -18,7 +18,9 @@ this order guarantees):
    notes, the trace rows, the facet values, and LAST the ingest keys, which are the commit
    marker. One INSERT is one block, which ClickHouse commits as one part per partition (month
    of the anchor time): a table's rows of the call appear together, except that rows spanning
-   two months commit as two parts.
+   two months commit as two parts. Each INSERT carries its rows as data
+   (`ClickHouseExecutor.insert`, the HTTP request body), in JSONCompactColumns with every
+   time as DateTime64 text (`_insert_data`), so a call of any size fits a server's URL cap.
 
 A call that fails part-way has written some tables and no key, so the retry of any of its
 batches (same key, in whatever group) is not taken for a replay and writes the batch again.
@@ -156,20 +158,21 @@ def write_batches(
         if batch.ingest_key is not None
     ]
     # Everything is converted before the first INSERT, so a malformed row writes nothing.
-    prepared = [(table, columns.column_data(table, rows)) for table, rows in plan if rows]
-    facet_data = columns.column_data(FACET_VALUES, facet_rows(facets))
-    key_data = columns.column_data(INGEST_KEYS, keys)
+    prepared = [(table, _insert_data(table, rows)) for table, rows in plan if rows]
+    facet_data = _insert_data(FACET_VALUES, facet_rows(facets))
+    key_data = _insert_data(INGEST_KEYS, keys)
 
     latest = max(batch.received_at for batch in accepted)
     traces = reproject(executor, state, spans, scores, feedback, latest)
     for table, data in prepared:
-        executor.command(columns.insert_sql(table), {"data": data})
-    columns.insert(executor, TRACES, traces)
+        _insert(executor, table, data)
+    if traces:
+        _insert(executor, TRACES, _insert_data(TRACES, traces))
     if facets:
-        executor.command(columns.insert_sql(FACET_VALUES), {"data": facet_data})
+        _insert(executor, FACET_VALUES, facet_data)
         state.facets_written(facets)
     if keys:
-        executor.command(columns.insert_sql(INGEST_KEYS), {"data": key_data})
+        _insert(executor, INGEST_KEYS, key_data)
     return written
 
 
@@ -220,9 +223,14 @@ def release_held(
         _sighted(sightings, span_facets(spans), latest)
         facets = state.facets_due(sightings)
         traces = reproject(executor, state, spans, (), (), latest)
-        columns.insert(executor, SPANS, spans)
-        columns.insert(executor, TRACES, traces)
-        columns.insert(executor, FACET_VALUES, facet_rows(facets))
+        span_data = _insert_data(SPANS, spans)
+        trace_data = _insert_data(TRACES, traces) if traces else None
+        facet_data = _insert_data(FACET_VALUES, facet_rows(facets)) if facets else None
+        _insert(executor, SPANS, span_data)
+        if trace_data is not None:
+            _insert(executor, TRACES, trace_data)
+        if facet_data is not None:
+            _insert(executor, FACET_VALUES, facet_data)
         state.facets_written(facets)
         conditions.append(
             "(trace_id IN {kept:Array(String)} "
@@ -278,6 +286,24 @@ def reproject(
         if row is not None:
             traces.append({**row, "version": version})
     return traces
+
+
+# The input format of every INSERT: one JSON array per column (`columns.column_data`).
+INSERT_FORMAT = "JSONCompactColumns"
+
+
+def _insert_data(table: Table, rows: Sequence[Mapping[str, Any]]) -> bytes:
+    """The INSERT data of `rows` (`columns.column_data`), as UTF-8.
+
+    Raises ValueError for a malformed row: `column_data`'s checks, or a string that is not
+    Unicode text (a lone surrogate).
+    """
+    return columns.column_data(table, rows).encode()
+
+
+def _insert(executor: ClickHouseExecutor, table: Table, data: bytes) -> None:
+    """ONE INSERT of `_insert_data` into `table`."""
+    executor.insert(table.name, table.names, data, INSERT_FORMAT)
 
 
 def facet_rows(facets: Mapping[FacetValue, int]) -> list[dict[str, Any]]:
