@@ -136,6 +136,7 @@ def _import(
     clock: Clock,
     tty: bool | None,
 ) -> None:
+    from cli.ingest import project_policies
     from mcpd.storage import open_stores
     from services.ingest.transcripts.importer import Importer
     from services.ingest.transcripts.lock import IngestLock, ingest_lock_path
@@ -149,7 +150,9 @@ def _import(
             clickhouse_url=storage.clickhouse_url,
         )
         with stores:
-            importer = Importer(stores.sessions, project=project)
+            # The project's redaction rules apply to transcripts as to its signals.
+            redactor = project_policies(settings, stores, clock).get(project).redactor
+            importer = Importer(stores.sessions, project=project, redactor=redactor)
             progress = _Progress(err, clock, len(files), err.isatty() if tty is None else tty)
             for path in files:
                 try:

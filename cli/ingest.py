@@ -39,6 +39,7 @@ class IngestRole:
 
     pipeline: IngestPipeline
     writer: BatchWriter
+    policies: ProjectPolicies
 
     def registrations(self, clock: Clock) -> list[ServiceRegistration]:
         """Native IngestService plus the OTLP collector services."""
@@ -53,23 +54,28 @@ class IngestRole:
         return self.writer.lag()
 
 
+def project_policies(settings: Settings, stores: Stores, clock: Clock) -> ProjectPolicies:
+    """Every project's ingest policy: `ingest.projects_file` (when set) written to the control
+    store, which policies are then read from, with the server's redaction key (created on first
+    use). Blocking."""
+    if settings.ingest.projects_file is not None:
+        apply_projects(stores.control, load_projects_file(settings.ingest.projects_file))
+    key_file = settings.ingest.redaction_key_file or settings.data_dir / REDACTION_KEY_FILE
+    return ProjectPolicies(
+        stores.control,
+        key=load_or_create_key(key_file),
+        book=load_price_book(),
+        monotonic=clock.monotonic,
+        ttl_s=settings.ingest.policy_ttl_s,
+    )
+
+
 async def start_ingest(
     stack: AsyncExitStack, settings: Settings, stores: Stores, clock: Clock
 ) -> IngestRole:
     """Build the ingest role and register its shutdown on `stack`."""
     ingest = settings.ingest
-    if ingest.projects_file is not None:
-        configured = load_projects_file(ingest.projects_file)
-        await asyncio.to_thread(apply_projects, stores.control, configured)
-    key_file = ingest.redaction_key_file or settings.data_dir / REDACTION_KEY_FILE
-    key = await asyncio.to_thread(load_or_create_key, key_file)
-    policies = ProjectPolicies(
-        stores.control,
-        key=key,
-        book=load_price_book(),
-        monotonic=clock.monotonic,
-        ttl_s=ingest.policy_ttl_s,
-    )
+    policies = await asyncio.to_thread(project_policies, settings, stores, clock)
     # Registered before the writer, so it closes after it: batches the writer commits while
     # closing are still noticed, and its close rebuilds what is noticed by then.
     trace_sessions = TraceSessions(stores.trace, stores.sessions, clock)
@@ -95,4 +101,4 @@ async def start_ingest(
         label_values_seen=cardinality.values_seen,
         on_stored=trace_sessions.notice,
     )
-    return IngestRole(pipeline, writer)
+    return IngestRole(pipeline, writer, policies)

@@ -15,7 +15,7 @@ import grpc
 
 from cli import roles as role_table
 from cli.http_server import HttpServer
-from cli.ingest import start_ingest
+from cli.ingest import IngestRole, start_ingest
 from cli.security import build_security
 from cli.security import describe as describe_security
 from gateway.app import create_app
@@ -80,7 +80,7 @@ async def serve(settings: Settings, roles: Sequence[str]) -> None:
                 banner.append(f"  otlp/grpc  {_local_address(settings.otlp_grpc_addr, otlp.port)}")
             if "ingest" in roles:
                 # After the gRPC server, so on shutdown tailing stops before it drains.
-                banner.append(await _tail_transcripts(stack, settings, stores, clock))
+                banner.append(await _tail_transcripts(stack, settings, stores, clock, ingest))
         http_address = None
         if "gateway" in roles:
             channel_for = await _peer_channels(stack, settings, roles, grpc_address)
@@ -102,12 +102,19 @@ async def serve(settings: Settings, roles: Sequence[str]) -> None:
 
 
 async def _tail_transcripts(
-    stack: AsyncExitStack, settings: Settings, stores: Stores, clock: SystemClock
+    stack: AsyncExitStack,
+    settings: Settings,
+    stores: Stores,
+    clock: SystemClock,
+    ingest: IngestRole | None,
 ) -> str:
     from cli.transcripts import start_transcript_tailing
 
+    assert ingest is not None, "transcripts are tailed by the ingest role"
     # The home directory (where agents write transcripts) is read here, at the edge.
-    return await start_transcript_tailing(stack, settings, stores, clock, home=Path.home())
+    return await start_transcript_tailing(
+        stack, settings, stores, clock, ingest.policies, home=Path.home()
+    )
 
 
 def _stop_on_signals() -> asyncio.Event:

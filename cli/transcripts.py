@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.config import Settings
 from mcpd.storage import Stores
+from services.ingest.policies import ProjectPolicies
 from services.ingest.transcripts.checkpoints import CheckpointFile
 from services.ingest.transcripts.importer import Importer
 from services.ingest.transcripts.lock import IngestLock, ingest_lock_path
@@ -21,7 +23,13 @@ CHECKPOINTS_FILE = Path("sessions") / "checkpoints.json"
 
 
 async def start_transcript_tailing(
-    stack: AsyncExitStack, settings: Settings, stores: Stores, clock: Clock, *, home: Path
+    stack: AsyncExitStack,
+    settings: Settings,
+    stores: Stores,
+    clock: Clock,
+    policies: ProjectPolicies,
+    *,
+    home: Path,
 ) -> str:
     """Take the data directory's ingest lock and start tailing the `[sessions]` sources (unless
     disabled), both released by `stack`; a line for the startup banner.
@@ -40,7 +48,9 @@ async def start_transcript_tailing(
     # on all of them.
     project = sessions.project or settings.security.local_project
     sources = resolve_sources(sessions, home=home, harnesses=harnesses())
-    importer = Importer(stores.sessions, project=project)
+    # Transcripts pass the project's redaction rules, as its signals do (read once, at start).
+    redactor = (await asyncio.to_thread(policies.get, project)).redactor
+    importer = Importer(stores.sessions, project=project, redactor=redactor)
     tailer = Tailer(
         sources,
         importer,

@@ -131,3 +131,29 @@ async def test_import_refuses_to_write_beside_a_running_daemon(tmp_path: Path) -
     assert f"another mcpd process (pid {daemon.pid})" in result.stderr
     assert "stop the daemon" in result.stderr
     assert str(daemon.data_dir) in result.stderr
+
+
+def test_the_projects_redaction_rules_apply_to_imported_transcripts(tmp_path: Path) -> None:
+    projects = tmp_path / "projects.toml"
+    projects.write_text(
+        '[[projects]]\nid = "default"\n'
+        "redaction = { rules = ["
+        '{ name = "probe", pattern = "inspect the project", mode = "mask" }'
+        "] }\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("MCPD_")}
+    result = subprocess.run(
+        [MCPD, "import", "codex", str(FIXTURES / "codex")],
+        env={
+            **clean,
+            "MCPD_DATA_DIR": str(tmp_path / "d"),
+            "MCPD_INGEST_PROJECTS_FILE": str(projects),
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert not any("inspect the project" in text for text in _search(tmp_path / "d", "inspect"))
+    assert any("[REDACTED:probe]" in text for text in _search(tmp_path / "d", "probe"))
