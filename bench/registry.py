@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from bench import capabilities_roundtrip
 from bench.config import Benchmark
+from bench.ingest import run as ingest
 from bench.sessions import run as sessions
 
 BENCHMARKS: dict[str, Benchmark] = {
     benchmark.name: benchmark
-    for benchmark in (capabilities_roundtrip.BENCHMARK, sessions.BENCHMARK)
+    for benchmark in (capabilities_roundtrip.BENCHMARK, sessions.BENCHMARK, ingest.BENCHMARK)
 }

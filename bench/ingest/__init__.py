@@ -1,0 +1,1 @@
+"""``bench/ingest``: sustained ingest throughput, acknowledged vs durable, mcpd vs Arize Phoenix."""

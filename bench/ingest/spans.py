@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import re
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -59,14 +60,15 @@ _MODELS = (
     ("openai", "gpt-5"),
 )
 _TOOLS = ("search_orders", "read_file", "run_sql", "fetch_url", "lookup_customer", "send_email")
-_WORDS = (
+_VOCABULARY = (
     "order shipment refund invoice customer ticket warehouse tracking carrier delay address "
     "payment card charge dispute policy return label package parcel delivery status update "
     "query index table column schema migration latency timeout retry backoff error stack "
     "function argument result response request token cache context window model prompt "
     "reasoning tool agent step plan answer summary because therefore however meanwhile the a "
     "of to in for with on by from and or not is was be has have will would should could"
-).split()
+)
+_WORDS = tuple(_VOCABULARY.split())
 _UNICODE = "Grüße, café crème — naïve résumé ✓ 東京 Ωμέγα"
 
 
@@ -99,36 +101,41 @@ class LogicalSpan:
     entity_id: str | None = None
 
 
+_POOL_CHARS = 64 * 1024
+
+
+def _pool(seed: int) -> str:
+    """ASCII prose to cut filler from (words drawn from a small vocabulary)."""
+    rng = random.Random(seed)
+    text = " ".join(rng.choice(_WORDS) for _ in range(_POOL_CHARS // 4))
+    return text[:_POOL_CHARS]
+
+
+_PROSE = _pool(0)
+
+
 def _filler(rng: random.Random, length: int) -> str:
-    """ASCII prose of exactly ``length`` characters (and bytes)."""
+    """ASCII prose of exactly ``length`` characters (and bytes), from a random place."""
     if length <= 0:
         return ""
-    words: list[str] = []
-    size = 0
-    while size < length:
-        word = rng.choice(_WORDS)
-        words.append(word)
-        size += len(word) + 1
-    return " ".join(words)[:length]
+    out: list[str] = []
+    while length > 0:
+        start = rng.randrange(0, _POOL_CHARS // 2)
+        piece = _PROSE[start : start + min(length, _POOL_CHARS - start)]
+        out.append(piece)
+        length -= len(piece)
+    return "".join(out)
 
 
-def _messages_in(system: str, question: str, history: str) -> list[dict[str, Any]]:
-    return [
-        {"role": "system", "parts": [{"type": "text", "content": system}]},
-        {"role": "user", "parts": [{"type": "text", "content": question}]},
-        {"role": "assistant", "parts": [{"type": "text", "content": history}]},
-    ]
+def _messages_in(question: str) -> list[dict[str, Any]]:
+    return [{"role": "user", "parts": [{"type": "text", "content": question}]}]
 
 
 def _messages_out(text: str, tool: str | None, call_id: str | None) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = [{"type": "text", "content": text}]
     if tool is not None:
-        parts.append(
-            {"type": "tool_call", "id": call_id, "name": tool, "arguments": {"ref": call_id}}
-        )
-    return [
-        {"role": "assistant", "parts": parts, "finish_reason": "tool_call" if tool else "stop"}
-    ]
+        parts.append({"type": "tool_call", "id": call_id, "name": tool, "arguments": {}})
+    return [{"role": "assistant", "parts": parts, "finish_reason": "tool_call" if tool else "stop"}]
 
 
 def _set_payload(span: LogicalSpan, filler_in: str, filler_out: str) -> None:
@@ -139,10 +146,10 @@ def _set_payload(span: LogicalSpan, filler_in: str, filler_out: str) -> None:
         span.input = {"query": f"{_UNICODE} {filler_in}", "limit": 20}
         span.output = f"{len(filler_out)} bytes of results: {filler_out}"
     elif span.role == "agent":
-        span.input = [{"role": "user", "parts": [{"type": "text", "content": filler_in}]}]
-        span.output = _messages_out(f"{_UNICODE} {filler_out}", None, None)
+        span.input = _messages_in(f"{_UNICODE} {filler_in}")
+        span.output = _messages_out(filler_out, None, None)
     else:
-        span.input = _messages_in("You are a support agent. Be brief.", _UNICODE, filler_in)
+        span.input = _messages_in(filler_in)
         span.output = _messages_out(
             filler_out, str(tool) if tool else None, str(call_id) if call_id else None
         )
@@ -360,7 +367,9 @@ def otlp_request(spans: Sequence[LogicalSpan], service: str) -> bytes:
     request = trace_service_pb2.ExportTraceServiceRequest(
         resource_spans=[
             trace_pb2.ResourceSpans(
-                resource=resource_pb2.Resource(attributes=_key_values(resource_attributes(service))),
+                resource=resource_pb2.Resource(
+                    attributes=_key_values(resource_attributes(service))
+                ),
                 scope_spans=[
                     trace_pb2.ScopeSpans(
                         scope=common_pb2.InstrumentationScope(name="bench.ingest", version="1"),
@@ -528,34 +537,43 @@ class Template:
         return prefix.to_bytes(4, "big").hex() + original[4:].hex()
 
 
-def _locate(body: bytes, needle: bytes, expected: int) -> list[int]:
-    offsets: list[int] = []
-    start = body.find(needle)
-    while start >= 0:
-        offsets.append(start)
-        start = body.find(needle, start + 1)
-    if len(offsets) != expected:
-        raise AssertionError(f"id found {len(offsets)} times, expected {expected}")
-    return offsets
+_JSON_ID = re.compile(rb'"(?:trace_id|span_id|parent_span_id)":"([0-9a-f]{16}|[0-9a-f]{32})"')
+
+
+def _otlp_patches(body: bytes, spans: Sequence[LogicalSpan]) -> list[tuple[int, int]]:
+    # Spans are serialized in order, each with trace_id, span_id then parent_span_id (field
+    # number order), so every id is found by a short forward search from the one before.
+    patches: list[tuple[int, int]] = []
+    cursor = 0
+    for span in spans:
+        for value in (span.trace_id, span.span_id, span.parent_span_id):
+            if value is None:
+                continue
+            offset = body.find(value, cursor)
+            if offset < 0:
+                raise AssertionError(f"id {value.hex()} not found in the encoded request")
+            patches.append((offset, int.from_bytes(value[:4], "big")))
+            cursor = offset + len(value)
+    return patches
+
+
+def _json_patches(body: bytes, spans: Sequence[LogicalSpan]) -> list[tuple[int, int]]:
+    patches = [(match.start(1), int(match.group(1)[:8], 16)) for match in _JSON_ID.finditer(body)]
+    expected = sum(3 if span.parent_span_id else 2 for span in spans)
+    if len(patches) != expected:
+        raise AssertionError(f"found {len(patches)} ids in the JSON request, expected {expected}")
+    return patches
 
 
 def template(spans: Sequence[LogicalSpan], encoding: Encoding, service: str) -> Template:
     """Encode ``spans`` as one request of ``encoding`` and find every id in it."""
-    body = otlp_request(spans, service) if encoding == "otlp" else native_request(spans, service)
+    if encoding == "otlp":
+        body = otlp_request(spans, service)
+        patches = _otlp_patches(body, spans)
+    else:
+        body = native_request(spans, service)
+        patches = _json_patches(body, spans)
     trace_spans = Counter(span.trace_id for span in spans)
-    children = Counter(span.parent_span_id for span in spans if span.parent_span_id)
-    patches: list[tuple[int, int]] = []
-    occurrences = [(trace_id, count) for trace_id, count in trace_spans.items()]
-    occurrences += [(span.span_id, 1 + children[span.span_id]) for span in spans]
-    for value, count in occurrences:
-        prefix = int.from_bytes(value[:4], "big")
-        if encoding == "otlp":
-            # The field's tag and length byte come first: 0x0a/0x12/0x22 then 16 or 8.
-            needle, skip = value, 0
-        else:
-            needle, skip = b'"' + value.hex().encode() + b'"', 1
-        patches.extend((offset + skip, prefix) for offset in _locate(body, needle, count))
-    patches.sort()
     return Template(
         encoding=encoding,
         body=body,
@@ -571,19 +589,39 @@ def template(spans: Sequence[LogicalSpan], encoding: Encoding, service: str) -> 
 class Corpus:
     """Templates of one payload size: the same logical spans in both encodings.
 
-    ``measured[encoding]`` and ``warmup[encoding]`` are lists of templates; the warm-up ones
-    carry :data:`WARMUP_SERVICE` so their spans are left out of the counts.
+    ``measured[encoding]`` are the timed requests; ``warmup[encoding]`` (full size) and
+    ``probe[encoding]`` (:data:`PROBE_SPANS` spans each) carry :data:`WARMUP_SERVICE`, so
+    their spans are left out of every count.
     """
 
     payload: str
     target_bytes: int
     measured: dict[Encoding, list[Template]]
     warmup: dict[Encoding, list[Template]]
+    probe: dict[Encoding, list[Template]]
     otlp_span_bytes: list[int]
 
     def bytes_per_span(self, encoding: Encoding) -> float:
+        """Mean request bytes per span of the measured requests (envelope included)."""
         templates = self.measured[encoding]
         return sum(len(t.body) for t in templates) / sum(t.spans for t in templates)
+
+    def describe(self) -> dict[str, object]:
+        otlp = self.measured["otlp"]
+        return {
+            "target_otlp_span_bytes": self.target_bytes,
+            "otlp_span_bytes_min": min(self.otlp_span_bytes),
+            "otlp_span_bytes_max": max(self.otlp_span_bytes),
+            "otlp_span_bytes_mean": sum(self.otlp_span_bytes) / len(self.otlp_span_bytes),
+            "otlp_request_bytes_per_span": self.bytes_per_span("otlp"),
+            "native_request_bytes_per_span": self.bytes_per_span("native"),
+            "spans_per_request": otlp[0].spans,
+            "traces_per_request": sum(t.traces for t in otlp) / len(otlp),
+            "distinct_templates": len(otlp),
+        }
+
+
+PROBE_SPANS = 16
 
 
 def build_corpus(
@@ -602,14 +640,17 @@ def build_corpus(
     base = start_ns if start_ns is not None else time.time_ns() - 3_600_000_000_000
     measured: dict[Encoding, list[Template]] = {"otlp": [], "native": []}
     warmup: dict[Encoding, list[Template]] = {"otlp": [], "native": []}
+    probe: dict[Encoding, list[Template]] = {"otlp": [], "native": []}
     sizes: list[int] = []
-    for number in range(templates + warmup_templates):
-        spans = request_spans(rng, ids, target, base + number * 60_000_000_000, spans_per_request)
-        is_warmup = number >= templates
-        service = WARMUP_SERVICE if is_warmup else MEASURED_SERVICE
-        into = warmup if is_warmup else measured
-        if not is_warmup:
+    plan = (
+        [(measured, spans_per_request, MEASURED_SERVICE)] * templates
+        + [(warmup, spans_per_request, WARMUP_SERVICE)] * warmup_templates
+        + [(probe, PROBE_SPANS, WARMUP_SERVICE)] * 2
+    )
+    for number, (into, count, service) in enumerate(plan):
+        spans = request_spans(rng, ids, target, base + number * 60_000_000_000, count)
+        if into is measured:
             sizes.extend(otlp_span(span).ByteSize() for span in spans)
         for encoding in ("otlp", "native"):
             into[encoding].append(template(spans, encoding, service))
-    return Corpus(payload, target, measured, warmup, sizes)
+    return Corpus(payload, target, measured, warmup, probe, sizes)
