@@ -10,8 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from cli import import_cmd
-from cli import roles as role_table
+from cli import import_cmd, role_names
 from mcpd.runtime.config import Settings, load_settings, render_settings
 from mcpd.runtime.errors import McpdError
 from mcpd.runtime.logging import configure_logging
@@ -26,7 +25,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", type=Path, help="TOML config file (default $MCPD_CONFIG)")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the daemon (all roles unless --service)")
-    serve.add_argument("--service", choices=role_table.ROLES, help="run one role only")
+    serve.add_argument("--service", choices=role_names.ROLES, help="run one role only")
+    # Internal: the gateway child of an all-in-one `mcpd serve` (cli/gateway_process.py).
+    serve.add_argument("--supervisor-fd", type=int, help=argparse.SUPPRESS)
     migrate = commands.add_parser("migrate", help="apply storage migrations and exit")
     migrate.add_argument(
         "--check",
@@ -71,7 +72,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         case "migrate":
             return _migrate(settings, check=args.check)
         case "serve":
-            return _serve(settings, [args.service] if args.service else list(role_table.ROLES))
+            if args.supervisor_fd is not None and args.service != "gateway":
+                print("mcpd: --supervisor-fd is for a gateway (--service gateway)", file=sys.stderr)
+                return 2
+            roles = [args.service] if args.service else list(role_names.ROLES)
+            return _serve(
+                settings, roles, config_path=args.config, supervisor_fd=args.supervisor_fd
+            )
         case "import":
             return import_cmd.run(settings, args)
         case "mcp":
@@ -104,9 +111,17 @@ def _mcp(settings: Settings, *, key: str | None, project: str, mode: str) -> int
     return 0
 
 
-def _serve(settings: Settings, roles: list[str]) -> int:
-    from cli.serve import serve  # imported here so `mcpd version` stays fast
+def _serve(
+    settings: Settings,
+    roles: list[str],
+    *,
+    config_path: Path | None = None,
+    supervisor_fd: int | None = None,
+) -> int:
+    from cli import gateway_process
 
+    if supervisor_fd is not None:
+        gateway_process.die_with_parent()  # first: the imports below take a while
     configure_logging(settings.log_level, settings.log_format)
     # Alembic narrates every connection at info; what it applied is enough.
     logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
@@ -115,14 +130,26 @@ def _serve(settings: Settings, roles: list[str]) -> int:
         f"mcpd-{roles[0] if len(roles) == 1 else 'all'}",
         otlp_endpoint=os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"),
     )
+
+    async def run() -> int:
+        # The gateway's child process (all roles) is spawned before the imports below, which
+        # are most of a start-up: the two processes then import on two cores at once.
+        gateway = await gateway_process.spawn_beside(settings, roles, config_path)
+        try:
+            from cli.serve import serve  # imported here so `mcpd version` stays fast
+        except BaseException:
+            if gateway is not None:
+                await gateway.stop()
+            raise
+        return await serve(settings, roles, gateway=gateway, supervisor_fd=supervisor_fd)
+
     try:
-        asyncio.run(serve(settings, roles))
+        return asyncio.run(run())
     except (McpdError, OSError) as exc:
         print(f"mcpd: cannot start: {exc}", file=sys.stderr)
         return 1
     finally:
         shutdown_telemetry()
-    return 0
 
 
 def _migrate(settings: Settings, *, check: bool) -> int:

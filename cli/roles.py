@@ -18,6 +18,7 @@ import services.intelligence
 import services.orchestrator
 import services.query
 from cli.ingest import IngestRole
+from cli.role_names import GRPC_ROLES, ROLES
 from cli.security import is_loopback
 from gateway.otlp import SERVICES as OTLP_SERVICES
 from mcpd.auth.throttle import LoginThrottle
@@ -33,8 +34,8 @@ from services.query.sessions import SessionTools
 # Finds the channel to the process serving a proto service, by the service's full name.
 ChannelFor = Callable[[str], grpc.aio.Channel]
 
-GRPC_ROLES = ("ingest", "query", "orchestrator", "evaluation", "intelligence")
-ROLES = (*GRPC_ROLES, "gateway")
+__all__ = ["GRPC_ROLES", "ROLES", "SERVICE_ROLES", "STORAGE_ROLES", "ChannelFor"]
+
 
 # The account service has no role of its own: it lives with the query role, which owns the other
 # reads of the control store (audit, projects).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -12,8 +13,10 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import grpc
+from starlette.types import ASGIApp
 
 from cli import roles as role_table
+from cli.gateway_process import GatewayChild, ParentLink, StartGate
 from cli.http_server import HttpServer
 from cli.ingest import IngestRole, start_ingest
 from cli.security import build_security
@@ -30,16 +33,30 @@ from mcpd.version import mcpd_version
 log = logging.getLogger("mcpd.serve")
 
 
-async def serve(settings: Settings, roles: Sequence[str]) -> None:
-    """Run `roles` until SIGTERM or SIGINT, then stop every component in reverse order.
+async def serve(
+    settings: Settings,
+    roles: Sequence[str],
+    *,
+    gateway: GatewayChild | None = None,
+    supervisor_fd: int | None = None,
+) -> int:
+    """Run `roles` until SIGTERM or SIGINT, then stop every component in reverse order; the exit
+    status (non-zero when the gateway's process died under us).
 
     Order matters: storage opens (and migrates) first because services need it; the gRPC server
     starts before the HTTP gateway so the gateway never accepts a request its upstream cannot
     serve; on shutdown the gateway stops taking requests first, then gRPC drains (reporting
     NOT_SERVING to probes), then storage closes.
+
+    `gateway` is the gateway's child process (`cli.gateway_process`, spawned by the caller
+    before it imported this module, so both start up at once): it is started once gRPC serves,
+    instead of a gateway in this process. `supervisor_fd` makes this process such a child.
     """
     stop = _stop_on_signals()
     async with AsyncExitStack() as stack:
+        child = gateway
+        if child is not None:
+            stack.push_async_callback(child.stop)
         stores = await _open_stores(stack, settings, roles)
         grpc_roles = [r for r in roles if r in role_table.GRPC_ROLES]
         grpc_address = None
@@ -82,23 +99,105 @@ async def serve(settings: Settings, roles: Sequence[str]) -> None:
                 # After the gRPC server, so on shutdown tailing stops before it drains.
                 banner.append(await _tail_transcripts(stack, settings, stores, clock, ingest))
         http_address = None
-        if "gateway" in roles:
-            channel_for = await _peer_channels(stack, settings, roles, grpc_address)
-            # The MCP tool descriptions name the transcript sources this deployment reads.
-            app = create_app(
-                channel_for,
-                default_deadline_s=settings.gateway.default_deadline_s,
-                mcp_tools=ToolCatalog.for_sources(role_table.session_sources(settings)),
+        if child is not None:
+            assert grpc_address is not None, "a gateway child is spawned beside gRPC roles only"
+            try:
+                http_address = await child.start(grpc_address, grpc_roles)
+            except OSError:
+                if not stop.is_set():
+                    raise
+                # Signalled while starting: the child, in our process group, may well have
+                # been signalled too and stopped before serving. Stop cleanly.
+                log.info("stopped while the gateway process started")
+                return 0
+            # Registered again (stop is idempotent; the first registration covers a failed
+            # start), so that on shutdown the gateway stops before gRPC drains.
+            stack.push_async_callback(child.stop)
+            banner.append(f"  gateway    process {child.pid} (gRPC and storage: {os.getpid()})")
+        elif "gateway" in roles:
+            http_address = await _serve_gateway(
+                stack, settings, roles, grpc_address, stop, supervisor_fd
             )
-            http = await stack.enter_async_context(HttpServer(app, settings.http_addr))
-            http_address = _local_address(settings.http_addr, http.port)
-        _announce(roles, stores, grpc_address, http_address, banner)
+            if http_address is None:
+                return 0  # a supervised gateway told to stop before it served
+        if supervisor_fd is None:
+            _announce(roles, stores, grpc_address, http_address, banner)
+        if child is not None:
+            await child.open()
         # Everything built so far lives until shutdown: keep the collector from walking it on
         # every collection (measured: a 512-span OTLP/JSON request took 27 ms without, 11 with).
         gc.freeze()
-        await stop.wait()
+        status = await _until_stopped(stop, child)
         log.info("stopping", extra={"roles": list(roles)})
     log.info("stopped")
+    return status
+
+
+async def _serve_gateway(
+    stack: AsyncExitStack,
+    settings: Settings,
+    roles: Sequence[str],
+    grpc_address: str | None,
+    stop: asyncio.Event,
+    supervisor_fd: int | None,
+) -> str | None:
+    """Serve the gateway in this process; its HTTP address (None: stopped before serving)."""
+    parent = upstream = None
+    if supervisor_fd is not None:
+        parent = await ParentLink.open(supervisor_fd)
+        stack.callback(parent.close)
+        upstream = await parent.upstream(stop)
+        if upstream is None:
+            return None
+        roles, grpc_address = upstream.roles, upstream.grpc
+    channel_for = await _peer_channels(stack, settings, roles, grpc_address)
+    # The MCP tool descriptions name the transcript sources this deployment reads.
+    app: ASGIApp = create_app(
+        channel_for,
+        default_deadline_s=settings.gateway.default_deadline_s,
+        mcp_tools=ToolCatalog.for_sources(role_table.session_sources(settings)),
+    )
+    gate = None
+    if upstream is not None:
+        app = gate = StartGate(app, upstream.probe)
+    http = await stack.enter_async_context(HttpServer(app, settings.http_addr))
+    http_address = _local_address(settings.http_addr, http.port)
+    if parent is not None:
+        assert gate is not None
+        await parent.ready(http_address)
+        parent.watch(stop, gate)
+    return http_address
+
+
+async def _until_stopped(stop: asyncio.Event, child: GatewayChild | None) -> int:
+    """Wait for SIGTERM/SIGINT, or for the gateway child to exit; the exit status.
+
+    A child that exits 0 was signalled (a terminal's Ctrl-C or a service manager's SIGTERM
+    reach the whole process group, often before ours arrives): stop cleanly. Any other exit is a
+    crash: stop with status 1, so whatever supervises mcpd restarts all of it.
+    """
+    if child is None:
+        await stop.wait()
+        return 0
+    stopping = asyncio.ensure_future(stop.wait())
+    exiting = asyncio.ensure_future(child.wait())
+    try:
+        await asyncio.wait({stopping, exiting}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        exiting.cancel()
+    if stop.is_set() or not exiting.done() or exiting.cancelled():
+        return 0
+    status = exiting.result()
+    if status == 0:
+        log.info("the gateway process stopped: stopping", extra={"pid": child.pid})
+        return 0
+    log.error(
+        f"the gateway process died{child.describe_exit()}: stopping with exit status 1, for a "
+        "supervisor to restart mcpd",
+        extra={"pid": child.pid, "returncode": status},
+    )
+    return 1
 
 
 async def _tail_transcripts(

@@ -81,28 +81,33 @@ def _require(condition: bool, message: str) -> None:
 
 
 def _trace_id(value: str | None, field: str, *, required: bool) -> str | None:
+    # Messages are built only on failure: this runs for every id of every record.
     if value is None or value == "":
-        _require(not required, f"{field} is required (32 hex characters)")
+        if required:
+            raise InvalidRecordError(f"{field} is required (32 hex characters)")
         return None
     lowered = value.lower()
-    _require(
-        _HEX32.fullmatch(lowered) is not None,
-        f"{field} must be 32 hex characters (a 128-bit trace id), got {value[:40]!r}",
-    )
-    _require(lowered != _ZERO32, f"{field} must not be all zeros")
+    if _HEX32.fullmatch(lowered) is None:
+        raise InvalidRecordError(
+            f"{field} must be 32 hex characters (a 128-bit trace id), got {value[:40]!r}"
+        )
+    if lowered == _ZERO32:
+        raise InvalidRecordError(f"{field} must not be all zeros")
     return lowered
 
 
 def _span_id(value: str | None, field: str, *, required: bool) -> str | None:
     if value is None or value == "":
-        _require(not required, f"{field} is required (16 hex characters)")
+        if required:
+            raise InvalidRecordError(f"{field} is required (16 hex characters)")
         return None
     lowered = value.lower()
-    _require(
-        _HEX16.fullmatch(lowered) is not None,
-        f"{field} must be 16 hex characters (a 64-bit span id), got {value[:40]!r}",
-    )
-    _require(lowered != _ZERO16, f"{field} must not be all zeros")
+    if _HEX16.fullmatch(lowered) is None:
+        raise InvalidRecordError(
+            f"{field} must be 16 hex characters (a 64-bit span id), got {value[:40]!r}"
+        )
+    if lowered == _ZERO16:
+        raise InvalidRecordError(f"{field} must not be all zeros")
     return lowered
 
 
@@ -124,48 +129,60 @@ def _finite(value: float | None, field: str) -> None:
 
 def check_span(row: SpanRow) -> None:
     """A storable span: ids, name, kind, times; derives duration, is_root and status."""
+    # The hot path of every span: checks inline, messages built only when one fails.
     row["trace_id"] = _trace_id(row.get("trace_id"), "trace_id", required=True) or ""
-    row["span_id"] = _span_id(row.get("span_id"), "span_id", required=True) or ""
-    row["parent_span_id"] = _span_id(row.get("parent_span_id"), "parent_span_id", required=False)
-    _require(row["parent_span_id"] != row["span_id"], "parent_span_id must differ from span_id")
+    row["span_id"] = span_id = _span_id(row.get("span_id"), "span_id", required=True) or ""
+    row["parent_span_id"] = parent = _span_id(
+        row.get("parent_span_id"), "parent_span_id", required=False
+    )
+    if parent == span_id:
+        raise InvalidRecordError("parent_span_id must differ from span_id")
     name = row.get("name")
-    _require(bool(name), "name is required")
-    assert name is not None
-    _require(len(name) <= MAX_NAME_LENGTH, f"name is longer than {MAX_NAME_LENGTH} characters")
-    _present(row.get("kind"), "kind")
+    if not name:
+        raise InvalidRecordError("name is required")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidRecordError(f"name is longer than {MAX_NAME_LENGTH} characters")
+    if row.get("kind") is None:
+        raise InvalidRecordError("kind is required")
     if row.get("status") is None:
         # The spec's `unset` is "the producer never said".
         row["status"] = "unset"
     start = row.get("start_time")
-    _present(start, "start_time")
+    if start is None:
+        raise InvalidRecordError("start_time is required")
     end = row.get("end_time")
-    if row.get("is_event"):
-        _require(end is None or end == start, "end_time must be absent on an event span (is_event)")
+    is_event = row.get("is_event")
+    if is_event:
+        if not (end is None or end == start):
+            raise InvalidRecordError("end_time must be absent on an event span (is_event)")
         row["end_time"] = None
         row["duration_ns"] = None
     elif end is not None:
-        assert start is not None
-        _require(end >= start, "end_time is before start_time")
+        if not end >= start:
+            raise InvalidRecordError("end_time is before start_time")
         row["duration_ns"] = end - start
     else:
         row["duration_ns"] = None
-    row["is_root"] = row["parent_span_id"] is None
-    row["is_event"] = bool(row.get("is_event"))
+    row["is_root"] = parent is None
+    row["is_event"] = bool(is_event)
     error = row.get("error")
-    if error is not None:
-        _require(bool(error.get("message")), "error.message is required when error is set")
+    if error is not None and not error.get("message"):
+        raise InvalidRecordError("error.message is required when error is set")
     tags = row.get("tags")
-    if tags is not None:
-        _require(len(tags) <= MAX_TAGS, f"tags: at most {MAX_TAGS} tags")
-    for position, link in enumerate(row.get("links") or []):
-        link["trace_id"] = _trace_id(
-            link.get("trace_id"), f"links[{position}].trace_id", required=True
-        )
-        if link.get("span_id") is not None:
-            link["span_id"] = _span_id(
-                link.get("span_id"), f"links[{position}].span_id", required=False
+    if tags is not None and len(tags) > MAX_TAGS:
+        raise InvalidRecordError(f"tags: at most {MAX_TAGS} tags")
+    links = row.get("links")
+    if links:
+        for position, link in enumerate(links):
+            link["trace_id"] = _trace_id(
+                link.get("trace_id"), f"links[{position}].trace_id", required=True
             )
-    _check_cost(row)
+            if link.get("span_id") is not None:
+                link["span_id"] = _span_id(
+                    link.get("span_id"), f"links[{position}].span_id", required=False
+                )
+    if row.get("total_cost") is not None:
+        _check_cost(row)
 
 
 def _check_cost(row: SpanRow | ScoreRow) -> None:

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import grpc
@@ -13,9 +19,11 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from cli.gateway_process import child_environment
 from mcpd import codec
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
-from mcpd.testing.daemon import DaemonProcess
+from mcpd.runtime.config import load_settings
+from mcpd.testing.daemon import DaemonProcess, DaemonStartError
 from tests.e2e.conftest import BACKENDS, storage_env
 
 pytestmark = pytest.mark.e2e
@@ -130,6 +138,163 @@ def test_make_run_honours_the_environment(tmp_path: Path) -> None:
         assert health["status"] == "ok"
         assert health["storage"] == "sqlite"
         assert (daemon.data_dir / "trace.db").exists()
+
+
+# -- the gateway's own process (all roles) ------------------------------------------------------
+
+needs_proc = pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux /proc")
+
+
+@needs_proc
+def test_gateway_runs_in_its_own_process_and_dies_with_a_killed_parent() -> None:
+    with DaemonProcess() as daemon:
+        assert daemon.pid is not None
+        members = _group_members(daemon.pid)
+        children = [pid for pid, (ppid, _) in members.items() if ppid == daemon.pid]
+        assert len(children) == 1, members
+        (gateway,) = children
+        assert members[gateway][1][-4:-2] == ["--service", "gateway"], members[gateway]
+        # The banner is out before the gateway answers anyone but the parent's own probe.
+        assert f"gateway    process {gateway}" in daemon.stderr_text()
+        # HTTP is served by the child, gRPC by the parent that owns storage.
+        assert _listening_pids(_port(daemon.http_addr), members) == {gateway}
+        assert _listening_pids(_port(daemon.grpc_addr), members) == {daemon.pid}
+        assert httpx.get(f"{daemon.http_url}/v1/api/capabilities", timeout=10).status_code == 200
+
+        os.kill(daemon.pid, signal.SIGKILL)  # the parent only, not the group
+        deadline = time.monotonic() + 5
+        while _alive(gateway) or _accepts(daemon.http_addr):
+            assert time.monotonic() < deadline, "the gateway outlived its parent"
+            time.sleep(0.05)
+    assert daemon.returncode == -signal.SIGKILL
+
+
+@needs_proc
+def test_a_dead_gateway_process_stops_the_daemon_with_a_failure() -> None:
+    with DaemonProcess() as daemon:
+        assert daemon.pid is not None
+        members = _group_members(daemon.pid)
+        (gateway,) = [pid for pid, (ppid, _) in members.items() if ppid == daemon.pid]
+        os.kill(gateway, signal.SIGKILL)
+        # The parent notices, stops in order and exits non-zero, for a supervisor to restart it.
+        assert daemon.wait(15) == 1
+        assert "the gateway process died (killed by SIGKILL)" in daemon.stderr_text()
+        assert not _group_members(daemon.pid)
+
+
+@needs_proc
+def test_sigterm_to_the_whole_group_stops_cleanly() -> None:
+    # A terminal's Ctrl-C, or a service manager, signals every process of the group at once.
+    with DaemonProcess() as daemon:
+        assert daemon.pid is not None
+        os.killpg(daemon.pid, signal.SIGTERM)
+        assert daemon.wait(15) == 0, daemon.stderr_text()
+
+
+@needs_proc
+def test_separate_process_false_keeps_one_process() -> None:
+    with DaemonProcess(extra_env={"MCPD_GATEWAY_SEPARATE_PROCESS": "false"}) as daemon:
+        assert daemon.pid is not None
+        members = _group_members(daemon.pid)
+        assert list(members) == [daemon.pid], members
+        assert _listening_pids(_port(daemon.http_addr), members) == {daemon.pid}
+        assert httpx.get(f"{daemon.http_url}/healthz", timeout=10).json()["status"] == "ok"
+    assert daemon.returncode == 0
+
+
+def test_a_gateway_that_cannot_listen_fails_the_start() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        daemon = DaemonProcess(extra_env={"MCPD_HTTP_ADDR": f"127.0.0.1:{port}"})
+        with pytest.raises(DaemonStartError) as caught:
+            daemon.start()
+    assert f"cannot listen on 127.0.0.1:{port}" in str(caught.value)
+    assert "mcpd: cannot start: the gateway process" in str(caught.value)
+    assert daemon.returncode == 1
+    assert daemon.pid is not None
+    assert not _group_members(daemon.pid)
+
+
+def test_the_child_environment_carries_the_parent_settings(tmp_path: Path) -> None:
+    config = tmp_path / "mcpd.toml"
+    config.write_text(
+        'http_addr = "127.0.0.1:0"\nlog_format = "text"\n'
+        "[gateway]\ndefault_deadline_s = 12.5\nseparate_process = false\n"
+        '[security]\nkeys_file = "keys.toml"\n'
+        '[sessions]\nsources = ""\n'
+        '[storage]\nbackend = "postgres"\npostgres_url = "postgresql://u:p@db:5432/mcpd"\n'
+    )
+    home = {"HOME": str(tmp_path), "MCPD_DATA_DIR": str(tmp_path / "data")}
+    settings = load_settings(config_path=config, env={**home, "MCPD_QUERY_ADDR": "query:1"})
+    env = child_environment(settings, home)
+    # Whatever the file said, the environment alone gives the child the same settings.
+    assert load_settings(env=env) == settings
+    assert env["MCPD_STORAGE_CLICKHOUSE_URL"] == ""  # unset stays unset
+
+
+def _port(address: str) -> int:
+    return int(address.rpartition(":")[2])
+
+
+def _group_members(pgid: int) -> dict[int, tuple[int, list[str]]]:
+    """The live processes of group `pgid`: pid -> (parent pid, argv)."""
+    members: dict[int, tuple[int, list[str]]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            argv = (entry / "cmdline").read_bytes().decode().split("\0")[:-1]
+        except OSError:
+            continue
+        state, ppid, group = stat[stat.rfind(")") + 2 :].split()[:3]
+        if int(group) == pgid and state != "Z":
+            members[int(entry.name)] = (int(ppid), argv)
+    return members
+
+
+def _listening_pids(port: int, pids: Iterable[int]) -> set[int]:
+    """Which of `pids` hold a socket listening on TCP `port` (gRPC may bind IPv4 addresses
+    through an IPv6 socket)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if int(fields[1].rpartition(":")[2], 16) == port and fields[3] == "0A":
+                    inodes.add(f"socket:[{fields[9]}]")
+    found = set()
+    for pid in pids:
+        try:
+            descriptors = list(Path(f"/proc/{pid}/fd").iterdir())
+        except OSError:
+            continue
+        for descriptor in descriptors:
+            try:
+                if os.readlink(descriptor) in inodes:
+                    found.add(pid)
+            except OSError:
+                continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+def _accepts(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def _grpcurl_list(address: str) -> str:

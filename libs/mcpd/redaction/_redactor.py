@@ -125,6 +125,7 @@ class Redactor:
         "_key",
         "_key_cache",
         "_policy",
+        "_quiet_keys",
         "_secret_keys",
         "_value_rules",
     )
@@ -149,6 +150,8 @@ class Redactor:
             r for r in self._policy.rules if r.pattern is not None and not r.keys
         )
         self._key_cache: dict[str, _KeyAction | None] = {}
+        # The cached keys whose action is None: no rule acts under them (see `_unchanged`).
+        self._quiet_keys: set[str] = set()
         self._digest_cache: dict[str, str] = {}
 
     @classmethod
@@ -183,6 +186,8 @@ class Redactor:
         mappings as dicts (JSON has no others). A top-level value dropped entirely comes back
         as None.
         """
+        if not self._value_rules and self._unchanged(value):
+            return value
         result = self._walk(value, ())
         return None if type(result) is Dropped else result
 
@@ -192,6 +197,8 @@ class Redactor:
         `drop` rule matches is masked rather than removed."""
         if required_keys and isinstance(value, Mapping):
             return self._dict(value, (), required_keys)
+        if not self._value_rules and self._unchanged(value):
+            return value
         return self._walk(value, ())
 
     def hash_identifier(self, value: str) -> str:
@@ -199,6 +206,54 @@ class Redactor:
         so hashing twice is hashing once. Used for `user_id` at ingest and for a `user_id`
         filter at query time."""
         return self._digest(value)
+
+    # The quick check. Almost every payload comes out of the walk unchanged, and the walk pays
+    # for the bookkeeping that would let it copy what changed. Where no pattern rule applies
+    # to every string (`_value_rules`), `_unchanged` answers first with less: an object whose
+    # keys are all quiet (no rule acts under them: one C-level subset test instead of a cache
+    # lookup per key), each string short or passed by the gate, the same at every depth. Any
+    # doubt (a gate hit, a key with an action, a type the walk converts) says False, and the
+    # walk then decides, so the outcome is always the walk's.
+
+    def _unchanged(self, value: Any) -> bool:
+        """Whether the walk would return `value` itself, for a redactor without value rules and
+        a walk without scoped rules: True only when every key is quiet and every string is
+        under MIN_SECRET_CHARS or missed by the gate."""
+        kind = type(value)
+        if kind is dict:
+            if not value.keys() <= self._quiet_keys and not self._learn_keys(value):
+                return False
+            items: Iterable[Any] = value.values()
+        elif kind is list:
+            items = value
+        elif kind is str:
+            return len(value) < MIN_SECRET_CHARS or self._gate_search(value) is None
+        else:
+            return value is None or kind is int or kind is float or kind is bool
+        gate = self._gate_search
+        for item in items:
+            kind = type(item)
+            if kind is str:
+                if len(item) >= MIN_SECRET_CHARS and gate(item) is not None:
+                    return False
+            elif item is None or kind is int or kind is float or kind is bool:
+                continue
+            elif kind is dict or kind is list:
+                if not self._unchanged(item):
+                    return False
+            else:
+                return False
+        return True
+
+    def _learn_keys(self, value: dict[Any, Any]) -> bool:
+        """Decide the keys of `value` not decided yet; whether every key is now quiet."""
+        cache = self._key_cache
+        for key in value:
+            if type(key) is not str:
+                return False  # the walk looks these up as their str(): leave them to it
+            if key not in cache:
+                self._key_action(key)
+        return value.keys() <= self._quiet_keys
 
     # The walk. Every function returns its input object when nothing changed, so callers can
     # test `is` and copy only what did change.
@@ -342,7 +397,10 @@ class Redactor:
         )
         if len(self._key_cache) >= _KEY_CACHE_SIZE:
             self._key_cache.clear()
+            self._quiet_keys.clear()
         self._key_cache[key] = action
+        if action is None:
+            self._quiet_keys.add(key)
         return action
 
     # Modes.

@@ -65,6 +65,7 @@ IDENTITY_FIELDS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
 )
 
 _ERROR_REQUIRED = frozenset({"message"})
+_SPAN_DOCUMENTS = ("input", "output", "attributes", "metadata")
 
 
 def redact_row(redactor: Redactor, signal: str, row: MutableMapping[str, Any]) -> None:
@@ -81,11 +82,21 @@ def redact_row(redactor: Redactor, signal: str, row: MutableMapping[str, Any]) -
             if hashed != value:
                 row[column] = hashed
     if signal == "span":
-        for column in ("input", "output", "attributes", "metadata"):
-            _optional_json(redactor, row, column)
-        _error(redactor, row)
-        _links(redactor, row)
-        _stop_sequences(redactor, row)
+        # Every span passes here: `_optional_json` inline, and the helpers of columns that are
+        # usually absent only called when present (each does nothing with None).
+        get = row.get
+        for column in _SPAN_DOCUMENTS:
+            value = get(column)
+            if value is not None:
+                result = redactor.redact_json(value)
+                if result is not value:
+                    row[column] = result
+        if get("error") is not None:
+            _error(redactor, row)
+        if get("links") is not None:
+            _links(redactor, row)
+        if get("model_parameters") is not None:
+            _stop_sequences(redactor, row)
     elif signal == "log":
         _required_text(redactor, row, "message")
         _optional_json(redactor, row, "fields")

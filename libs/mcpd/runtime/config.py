@@ -83,9 +83,16 @@ class GrpcSettings:
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class GatewaySettings:
-    """`[gateway]`: the HTTP edge."""
+    """`[gateway]`: the HTTP edge.
+
+    `separate_process`: when `mcpd serve` runs the gateway together with gRPC roles (the
+    default, every role), the gateway runs in a child process of its own so its HTTP work
+    (JSON, transcoding, OTLP/HTTP relaying) runs on another core than the services; `false`
+    keeps everything in one process.
+    """
 
     default_deadline_s: float = 30.0
+    separate_process: bool = True
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -298,6 +298,13 @@ class DaemonProcess:
             message.append("--- stdout ---\n" + stdout)
         return "\n".join(message)
 
+    def wait(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` for the daemon to exit by itself; its exit status (raises
+        ``subprocess.TimeoutExpired`` when it does not)."""
+        if self._process is None:
+            raise RuntimeError("the daemon has not been started")
+        return self._process.wait(timeout_s)
+
     def stop(self) -> None:
         """Stop the daemon (SIGTERM, then SIGKILL after ``stop_timeout_s``); idempotent."""
         process = self._process

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -18,7 +18,11 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 _ZERO_TRACE_ID = bytes(16)
 _COMPOUND = frozenset({"array_value", "kvlist_value", "bytes_value"})
 # json.loads minus its argument checks: this runs for every message payload.
-_decode_json = json.JSONDecoder().decode
+_DECODER = json.JSONDecoder()
+_decode_json = _DECODER.decode
+# What `decode` calls after its checks (the C scanner): (value, end), StopIteration when no
+# value starts at the index, JSONDecodeError for a malformed one.
+_scan_json: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 _ZERO_SPAN_ID = bytes(8)
 
 
@@ -104,6 +108,15 @@ def parse_json(value: Any) -> Any:
     parsing them back is what makes them searchable. Text that merely looks like JSON stays text.
     """
     if isinstance(value, str) and value[:1] in ("{", "["):
+        # The scanner directly: a value that ends the text is what `decode` returns, with two
+        # Python frames and a whitespace match fewer. Anything else (trailing whitespace,
+        # trailing garbage) goes through `decode`, which says which.
+        try:
+            document, end = _scan_json(value, 0)
+        except (StopIteration, ValueError):
+            return value
+        if end == len(value):
+            return document
         try:
             return _decode_json(value)
         except ValueError:

@@ -10,10 +10,11 @@ read-back of the rows just written. The caller must already hold the traces' loc
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, Table, select
+from sqlalchemy import Connection, Select, Table, bindparam, select
 
 from mcpd.signals.projection import (
     PROJECTION_FEEDBACK_COLUMNS,
@@ -75,6 +76,18 @@ def reproject(
     return projected
 
 
+@functools.cache
+def _select(table: Table, names: tuple[str, ...]) -> Select[Any]:
+    """The read of `names` for one project's traces, built once: building the statement cost
+    more than running it when the traces are new. The parameters carry the names SQLAlchemy
+    gives the literals of `table.c.project == project, table.c.trace_id.in_(chunk)`, so the SQL
+    is the same text."""
+    return select(*[table.c[name] for name in names]).where(
+        table.c.project == bindparam("project_1"),
+        table.c.trace_id.in_(bindparam("trace_id_1", expanding=True)),
+    )
+
+
 def _stored(
     conn: Connection,
     table: Table,
@@ -82,13 +95,11 @@ def _stored(
     by_project: Mapping[str, Sequence[str]],
     id_column: str,
 ) -> dict[TraceKey, dict[str, Row]]:
-    columns = [table.c[name] for name in names]
+    statement = _select(table, tuple(names))
     groups: dict[TraceKey, dict[str, Row]] = {}
     for project, trace_ids in by_project.items():
         for chunk in chunks(trace_ids):
-            result = conn.execute(
-                select(*columns).where(table.c.project == project, table.c.trace_id.in_(chunk))
-            )
+            result = conn.execute(statement, {"project_1": project, "trace_id_1": list(chunk)})
             for values in result:
                 row = dict(zip(names, values, strict=True))
                 groups.setdefault((project, row["trace_id"]), {})[row[id_column]] = row

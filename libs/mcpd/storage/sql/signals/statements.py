@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import json.encoder
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
@@ -141,15 +142,38 @@ class BulkUpsert:
         return tuple(values)
 
 
-# Built once: `json.dumps` with non-default options builds a new encoder on every call.
-_encode_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+def _compact_chunks() -> Callable[[Any, int], Sequence[str]]:
+    """What `json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode` joins, from a C
+    encoder built once: `encode` builds a new one (and a dict to detect cycles) on every call,
+    which cost a third of the time spent encoding a span's documents. The text is the same;
+    the documents come from decoded JSON and protobuf, so they have no cycles to detect (a
+    cycle would raise RecursionError rather than ValueError)."""
+    reference = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython has its C accelerator
+        return lambda document, _level: (reference.encode(document),)
+    chunks: Callable[[Any, int], Sequence[str]] = make(
+        None,  # markers: no cycle detection (check_circular=False)
+        reference.default,
+        json.encoder.encode_basestring,
+        None,  # indent
+        reference.key_separator,
+        reference.item_separator,
+        reference.sort_keys,
+        reference.skipkeys,
+        reference.allow_nan,
+    )
+    return chunks
+
+
+_encode_chunks = _compact_chunks()
 
 
 def json_text(document: Any) -> str:
     """A JSON document as stored: compact, and without NUL (U+FFFD instead) even inside."""
-    text = _encode_json(document)
+    text = "".join(_encode_chunks(document, 0))
     if "\\u0000" in text:  # a NUL somewhere, or text that merely looks like one
-        text = _encode_json(_scrub(document))
+        text = "".join(_encode_chunks(_scrub(document), 0))
     return text
 
 
