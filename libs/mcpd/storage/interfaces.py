@@ -18,7 +18,22 @@ from typing import Protocol, runtime_checkable
 
 from mcpd.model.v1 import account_pb2, query_pb2
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
-from mcpd.signals.rows import SpanRow
+from mcpd.signals.queries import (
+    CostPoint,
+    DeltaPage,
+    DeltaPosition,
+    ErasureCounts,
+    ErasureSubject,
+    FeedbackQuery,
+    GroupFigures,
+    LogQuery,
+    Page,
+    ScoreQuery,
+    SpanQuery,
+    TraceQuery,
+    Window,
+)
+from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
 from mcpd.storage.records import AuditPage, StoredAccount, StoredKey, StoredSession
 
 
@@ -92,6 +107,83 @@ class TraceStore(Protocol):
         spans first. An empty `session_id` or a `limit` below 1 gives []. Held (tail-sampled,
         undecided) spans are not included.
         """
+        ...
+
+    # --- reads of the query service (`mcpd.signals.queries` documents each question) ---------
+
+    def list_traces(self, project: str, query: TraceQuery) -> Page[TraceRow]:
+        """One page of the project's trace rows, filtered and ordered as `query` says."""
+        ...
+
+    def list_spans(self, project: str, query: SpanQuery) -> Page[SpanRow]:
+        """One page of the project's spans (held spans excluded), newest first."""
+        ...
+
+    def list_logs(self, project: str, query: LogQuery) -> Page[LogRow]:
+        """One page of the project's log records, newest first."""
+        ...
+
+    def list_scores(self, project: str, query: ScoreQuery) -> Page[ScoreRow]:
+        """One page of the project's scores, newest first."""
+        ...
+
+    def list_feedback(self, project: str, query: FeedbackQuery) -> Page[FeedbackRow]:
+        """One page of the project's feedback, newest first."""
+        ...
+
+    def metric_points(
+        self, project: str, name: str, window: Window, *, limit: int
+    ) -> list[MetricRow]:
+        """The project's points of metric `name` with timestamp in `window`, oldest first
+        (then metric_id); at most `limit` (the oldest ones)."""
+        ...
+
+    def group_figures(self, project: str, window: Window, group_by: str | None) -> list[GroupFigures]:
+        """Analytics over `window` (see `GroupFigures`): one row with key None when `group_by`
+        is None, else one row per group value, ordered by key. `group_by` is one of
+        `SPAN_GROUPS | TRACE_GROUPS` (the caller has checked)."""
+        ...
+
+    def cost_points(
+        self, project: str, window: Window, group_by: str | None, bucket_ns: int
+    ) -> list[CostPoint]:
+        """Spend per `bucket_ns`-wide bucket and group key over `window`, ordered by bucket
+        start then key; buckets without rows are left out."""
+        ...
+
+    def discover(
+        self, project: str, facet: str, key: str, prefix: str | None, limit: int
+    ) -> list[tuple[str, int]]:
+        """(value, last_seen ns) from the facet table for (project, facet, key), values that
+        start with `prefix` (case-sensitive) when given, ordered by value, at most `limit`."""
+        ...
+
+    def deltas(
+        self, project: str, signal: str, after: DeltaPosition | None, *, limit: int
+    ) -> DeltaPage:
+        """Rows of `signal` (traces, spans or logs) that arrived after `after`, in arrival order,
+        at most `limit`. `after` None answers no rows and the current end as the position. A
+        row re-written (a trace re-projected, a span re-sent) arrives again with a later
+        position. Never skips a committed row, never repeats one for one position. Raises
+        Unimplemented (field `signal`) on a backend whose capabilities deny delta_polling."""
+        ...
+
+    def delete_trace(self, project: str, trace_id: str) -> int:
+        """Delete one trace: its trace row, spans, held spans, and the logs, metrics, scores,
+        feedback and aspect notes that name it. Returns how many records were removed
+        (0 when there is no such trace)."""
+        ...
+
+    def erase_subject(self, project: str, subject: ErasureSubject) -> ErasureCounts:
+        """Erase every record of one subject in one project (see `ErasureCounts`), including
+        the session read model's sessions built from the erased traces or named by
+        `subject.session_id`."""
+        ...
+
+    def apply_retention(self, project: str, cutoffs: Mapping[str, int]) -> dict[str, int]:
+        """Delete the project's records whose `received_at` is before the cutoff (ns) of their
+        signal (`STAT_SIGNALS`; `spans` also covers traces, held spans and aspect notes).
+        Returns rows removed (or matched, where deletes are deferred) per signal."""
         ...
 
     def close(self) -> None:

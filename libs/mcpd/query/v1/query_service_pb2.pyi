@@ -89,6 +89,11 @@ class ListTracesRequest(_message.Message):
     ORDER_BY_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    SCORER_ID_FIELD_NUMBER: _builtins.int
+    MIN_SCORE_FIELD_NUMBER: _builtins.int
+    MAX_SCORE_FIELD_NUMBER: _builtins.int
+    FEEDBACK_KIND_FIELD_NUMBER: _builtins.int
+    FEEDBACK_VALUE_FIELD_NUMBER: _builtins.int
     project: _builtins.str
     """Project selector."""
     name: _builtins.str
@@ -121,6 +126,16 @@ class ListTracesRequest(_message.Message):
     """Opaque cursor from a previous page."""
     limit: _builtins.int
     """Page size."""
+    scorer_id: _builtins.str
+    """Only traces scored by this scorer; with min_score or max_score, bounds its mean score."""
+    min_score: _builtins.float
+    """Lowest mean score of scorer_id, inclusive."""
+    max_score: _builtins.float
+    """Highest mean score of scorer_id, inclusive."""
+    feedback_kind: _enums_pb2.FeedbackKind.ValueType
+    """Only traces with feedback of this kind."""
+    feedback_value: _builtins.str
+    """With feedback_kind: only traces with feedback of this value (thumbs up, rating 4, a tag)."""
     @_builtins.property
     def to(self) -> _timestamp_pb2.Timestamp:
         """Latest start time, exclusive."""
@@ -160,25 +175,38 @@ class ListTracesRequest(_message.Message):
         order_by: _builtins.str | None = ...,
         cursor: _builtins.str | None = ...,
         limit: _builtins.int | None = ...,
+        scorer_id: _builtins.str | None = ...,
+        min_score: _builtins.float | None = ...,
+        max_score: _builtins.float | None = ...,
+        feedback_kind: _enums_pb2.FeedbackKind.ValueType | None = ...,
+        feedback_value: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_environment", b"_environment", "_limit", b"_limit", "_max_cost", b"_max_cost", "_max_duration_ms", b"_max_duration_ms", "_min_cost", b"_min_cost", "_min_duration_ms", b"_min_duration_ms", "_model", b"_model", "_name", b"_name", "_order_by", b"_order_by", "_provider", b"_provider", "_q", b"_q", "_service_name", b"_service_name", "_session_id", b"_session_id", "_user_id", b"_user_id", "cursor", b"cursor", "environment", b"environment", "from", b"from", "limit", b"limit", "max_cost", b"max_cost", "max_duration_ms", b"max_duration_ms", "min_cost", b"min_cost", "min_duration_ms", b"min_duration_ms", "model", b"model", "name", b"name", "order_by", b"order_by", "provider", b"provider", "q", b"q", "service_name", b"service_name", "session_id", b"session_id", "to", b"to", "user_id", b"user_id"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_environment", b"_environment", "_feedback_kind", b"_feedback_kind", "_feedback_value", b"_feedback_value", "_limit", b"_limit", "_max_cost", b"_max_cost", "_max_duration_ms", b"_max_duration_ms", "_max_score", b"_max_score", "_min_cost", b"_min_cost", "_min_duration_ms", b"_min_duration_ms", "_min_score", b"_min_score", "_model", b"_model", "_name", b"_name", "_order_by", b"_order_by", "_provider", b"_provider", "_q", b"_q", "_scorer_id", b"_scorer_id", "_service_name", b"_service_name", "_session_id", b"_session_id", "_user_id", b"_user_id", "cursor", b"cursor", "environment", b"environment", "feedback_kind", b"feedback_kind", "feedback_value", b"feedback_value", "from", b"from", "limit", b"limit", "max_cost", b"max_cost", "max_duration_ms", b"max_duration_ms", "max_score", b"max_score", "min_cost", b"min_cost", "min_duration_ms", b"min_duration_ms", "min_score", b"min_score", "model", b"model", "name", b"name", "order_by", b"order_by", "provider", b"provider", "q", b"q", "scorer_id", b"scorer_id", "service_name", b"service_name", "session_id", b"session_id", "to", b"to", "user_id", b"user_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_environment", b"_environment", "_limit", b"_limit", "_max_cost", b"_max_cost", "_max_duration_ms", b"_max_duration_ms", "_min_cost", b"_min_cost", "_min_duration_ms", b"_min_duration_ms", "_model", b"_model", "_name", b"_name", "_order_by", b"_order_by", "_provider", b"_provider", "_q", b"_q", "_service_name", b"_service_name", "_session_id", b"_session_id", "_user_id", b"_user_id", "cursor", b"cursor", "environment", b"environment", "from", b"from", "kind", b"kind", "limit", b"limit", "max_cost", b"max_cost", "max_duration_ms", b"max_duration_ms", "min_cost", b"min_cost", "min_duration_ms", b"min_duration_ms", "model", b"model", "name", b"name", "order_by", b"order_by", "project", b"project", "provider", b"provider", "q", b"q", "service_name", b"service_name", "session_id", b"session_id", "status", b"status", "tags", b"tags", "to", b"to", "user_id", b"user_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_environment", b"_environment", "_feedback_kind", b"_feedback_kind", "_feedback_value", b"_feedback_value", "_limit", b"_limit", "_max_cost", b"_max_cost", "_max_duration_ms", b"_max_duration_ms", "_max_score", b"_max_score", "_min_cost", b"_min_cost", "_min_duration_ms", b"_min_duration_ms", "_min_score", b"_min_score", "_model", b"_model", "_name", b"_name", "_order_by", b"_order_by", "_provider", b"_provider", "_q", b"_q", "_scorer_id", b"_scorer_id", "_service_name", b"_service_name", "_session_id", b"_session_id", "_user_id", b"_user_id", "cursor", b"cursor", "environment", b"environment", "feedback_kind", b"feedback_kind", "feedback_value", b"feedback_value", "from", b"from", "kind", b"kind", "limit", b"limit", "max_cost", b"max_cost", "max_duration_ms", b"max_duration_ms", "max_score", b"max_score", "min_cost", b"min_cost", "min_duration_ms", b"min_duration_ms", "min_score", b"min_score", "model", b"model", "name", b"name", "order_by", b"order_by", "project", b"project", "provider", b"provider", "q", b"q", "scorer_id", b"scorer_id", "service_name", b"service_name", "session_id", b"session_id", "status", b"status", "tags", b"tags", "to", b"to", "user_id", b"user_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cursor: _TypeAlias = _typing.Literal["cursor"]  # noqa: Y015
     _WhichOneofArgType__cursor: _TypeAlias = _typing.Literal["_cursor", b"_cursor"]  # noqa: Y015
     _WhichOneofReturnType__environment: _TypeAlias = _typing.Literal["environment"]  # noqa: Y015
     _WhichOneofArgType__environment: _TypeAlias = _typing.Literal["_environment", b"_environment"]  # noqa: Y015
+    _WhichOneofReturnType__feedback_kind: _TypeAlias = _typing.Literal["feedback_kind"]  # noqa: Y015
+    _WhichOneofArgType__feedback_kind: _TypeAlias = _typing.Literal["_feedback_kind", b"_feedback_kind"]  # noqa: Y015
+    _WhichOneofReturnType__feedback_value: _TypeAlias = _typing.Literal["feedback_value"]  # noqa: Y015
+    _WhichOneofArgType__feedback_value: _TypeAlias = _typing.Literal["_feedback_value", b"_feedback_value"]  # noqa: Y015
     _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
     _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
     _WhichOneofReturnType__max_cost: _TypeAlias = _typing.Literal["max_cost"]  # noqa: Y015
     _WhichOneofArgType__max_cost: _TypeAlias = _typing.Literal["_max_cost", b"_max_cost"]  # noqa: Y015
     _WhichOneofReturnType__max_duration_ms: _TypeAlias = _typing.Literal["max_duration_ms"]  # noqa: Y015
     _WhichOneofArgType__max_duration_ms: _TypeAlias = _typing.Literal["_max_duration_ms", b"_max_duration_ms"]  # noqa: Y015
+    _WhichOneofReturnType__max_score: _TypeAlias = _typing.Literal["max_score"]  # noqa: Y015
+    _WhichOneofArgType__max_score: _TypeAlias = _typing.Literal["_max_score", b"_max_score"]  # noqa: Y015
     _WhichOneofReturnType__min_cost: _TypeAlias = _typing.Literal["min_cost"]  # noqa: Y015
     _WhichOneofArgType__min_cost: _TypeAlias = _typing.Literal["_min_cost", b"_min_cost"]  # noqa: Y015
     _WhichOneofReturnType__min_duration_ms: _TypeAlias = _typing.Literal["min_duration_ms"]  # noqa: Y015
     _WhichOneofArgType__min_duration_ms: _TypeAlias = _typing.Literal["_min_duration_ms", b"_min_duration_ms"]  # noqa: Y015
+    _WhichOneofReturnType__min_score: _TypeAlias = _typing.Literal["min_score"]  # noqa: Y015
+    _WhichOneofArgType__min_score: _TypeAlias = _typing.Literal["_min_score", b"_min_score"]  # noqa: Y015
     _WhichOneofReturnType__model: _TypeAlias = _typing.Literal["model"]  # noqa: Y015
     _WhichOneofArgType__model: _TypeAlias = _typing.Literal["_model", b"_model"]  # noqa: Y015
     _WhichOneofReturnType__name: _TypeAlias = _typing.Literal["name"]  # noqa: Y015
@@ -189,6 +217,8 @@ class ListTracesRequest(_message.Message):
     _WhichOneofArgType__provider: _TypeAlias = _typing.Literal["_provider", b"_provider"]  # noqa: Y015
     _WhichOneofReturnType__q: _TypeAlias = _typing.Literal["q"]  # noqa: Y015
     _WhichOneofArgType__q: _TypeAlias = _typing.Literal["_q", b"_q"]  # noqa: Y015
+    _WhichOneofReturnType__scorer_id: _TypeAlias = _typing.Literal["scorer_id"]  # noqa: Y015
+    _WhichOneofArgType__scorer_id: _TypeAlias = _typing.Literal["_scorer_id", b"_scorer_id"]  # noqa: Y015
     _WhichOneofReturnType__service_name: _TypeAlias = _typing.Literal["service_name"]  # noqa: Y015
     _WhichOneofArgType__service_name: _TypeAlias = _typing.Literal["_service_name", b"_service_name"]  # noqa: Y015
     _WhichOneofReturnType__session_id: _TypeAlias = _typing.Literal["session_id"]  # noqa: Y015
@@ -200,15 +230,23 @@ class ListTracesRequest(_message.Message):
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__environment) -> _WhichOneofReturnType__environment | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__feedback_kind) -> _WhichOneofReturnType__feedback_kind | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__feedback_value) -> _WhichOneofReturnType__feedback_value | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__limit) -> _WhichOneofReturnType__limit | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_cost) -> _WhichOneofReturnType__max_cost | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_duration_ms) -> _WhichOneofReturnType__max_duration_ms | None: ...
     @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_score) -> _WhichOneofReturnType__max_score | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__min_cost) -> _WhichOneofReturnType__min_cost | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__min_duration_ms) -> _WhichOneofReturnType__min_duration_ms | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_score) -> _WhichOneofReturnType__min_score | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__model) -> _WhichOneofReturnType__model | None: ...
     @_typing.overload
@@ -219,6 +257,8 @@ class ListTracesRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__provider) -> _WhichOneofReturnType__provider | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__q) -> _WhichOneofReturnType__q | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__scorer_id) -> _WhichOneofReturnType__scorer_id | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__service_name) -> _WhichOneofReturnType__service_name | None: ...
     @_typing.overload

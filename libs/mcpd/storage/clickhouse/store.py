@@ -2,15 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from mcpd.model.v1 import query_pb2
+from mcpd.runtime.errors import Unimplemented
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
-from mcpd.signals.rows import SpanRow
+from mcpd.signals.queries import (
+    CostPoint,
+    DeltaPage,
+    DeltaPosition,
+    ErasureCounts,
+    ErasureSubject,
+    FeedbackQuery,
+    GroupFigures,
+    LogQuery,
+    Page,
+    ScoreQuery,
+    SpanQuery,
+    TraceQuery,
+    Window,
+)
+from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
 from mcpd.storage import capabilities
 from mcpd.storage.clickhouse import migrate as clickhouse_migrate
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
 from mcpd.storage.clickhouse.signals import ClickHouseSignals
+from mcpd.storage.clickhouse.signals import erasure, lists
 from mcpd.storage.clickhouse.signals import reads as signal_reads
 
 
@@ -75,6 +92,76 @@ class ClickHouseTraceStore:
     def session_spans(self, project: str, session_id: str, *, limit: int) -> list[SpanRow]:
         """The newest `limit` spans of one session, oldest first."""
         return signal_reads.session_spans(self._executor, project, session_id, limit=limit)
+
+    # --- the query service's reads (`TraceStore` documents each) -----------------------------
+
+    def list_traces(self, project: str, query: TraceQuery) -> Page[TraceRow]:
+        """One page of trace rows."""
+        return lists.list_traces(self._executor, project, query)
+
+    def list_spans(self, project: str, query: SpanQuery) -> Page[SpanRow]:
+        """One page of spans, newest first."""
+        return lists.list_spans(self._executor, project, query)
+
+    def list_logs(self, project: str, query: LogQuery) -> Page[LogRow]:
+        """One page of log records, newest first."""
+        return lists.list_logs(self._executor, project, query)
+
+    def list_scores(self, project: str, query: ScoreQuery) -> Page[ScoreRow]:
+        """One page of scores, newest first."""
+        return lists.list_scores(self._executor, project, query)
+
+    def list_feedback(self, project: str, query: FeedbackQuery) -> Page[FeedbackRow]:
+        """One page of feedback, newest first."""
+        return lists.list_feedback(self._executor, project, query)
+
+    def metric_points(
+        self, project: str, name: str, window: Window, *, limit: int
+    ) -> list[MetricRow]:
+        """One metric's points in a window, oldest first."""
+        return lists.metric_points(self._executor, project, name, window, limit=limit)
+
+    def discover(
+        self, project: str, facet: str, key: str, prefix: str | None, limit: int
+    ) -> list[tuple[str, int]]:
+        """Distinct values of one facet, ordered by value."""
+        return lists.discover(self._executor, project, facet, key, prefix, limit)
+
+    def group_figures(
+        self, project: str, window: Window, group_by: str | None
+    ) -> list[GroupFigures]:
+        """Analytics over a window, whole or per group."""
+        return lists.group_figures(self._executor, project, window, group_by)
+
+    def cost_points(
+        self, project: str, window: Window, group_by: str | None, bucket_ns: int
+    ) -> list[CostPoint]:
+        """Spend per bucket and group."""
+        return lists.cost_points(self._executor, project, window, group_by, bucket_ns)
+
+    def deltas(
+        self, project: str, signal: str, after: DeltaPosition | None, *, limit: int
+    ) -> DeltaPage:
+        """Refused: ClickHouse cannot order arrivals with visibility (capability delta_polling)."""
+        raise Unimplemented(
+            "delta polling is not available on the clickhouse backend (capability "
+            "delta_polling is false): list again with a time window instead",
+            reason="CAPABILITY_UNAVAILABLE",
+            field="signal",
+            metadata={"capability": "delta_polling"},
+        )
+
+    def delete_trace(self, project: str, trace_id: str) -> int:
+        """Delete one trace and what names it (applied asynchronously); returns what matched."""
+        return erasure.delete_trace(self._executor, project, trace_id)
+
+    def erase_subject(self, project: str, subject: ErasureSubject) -> ErasureCounts:
+        """Erase one subject's records (deletes_pending: applied asynchronously)."""
+        return erasure.erase_subject(self._executor, project, subject)
+
+    def apply_retention(self, project: str, cutoffs: Mapping[str, int]) -> dict[str, int]:
+        """Drop or delete the project's records older than their signal's cutoff."""
+        return erasure.apply_retention(self._executor, project, cutoffs)
 
     def close(self) -> None:
         """Close the executor. Idempotent."""

@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from mcpd.model.v1 import query_pb2
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
-from mcpd.signals.rows import SpanRow
+from mcpd.signals.queries import (
+    CostPoint,
+    DeltaPage,
+    DeltaPosition,
+    ErasureCounts,
+    ErasureSubject,
+    FeedbackQuery,
+    GroupFigures,
+    LogQuery,
+    Page,
+    ScoreQuery,
+    SpanQuery,
+    TraceQuery,
+    Window,
+)
+from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
 from mcpd.storage import capabilities
 from mcpd.storage.sql import signals
+from mcpd.storage.sql.signals import analytics, deltas, erasure, lists
 from mcpd.storage.sql.base import SqlStore
 from mcpd.storage.sql.engine import read_connection
 from mcpd.storage.sql.schema import StoreName
@@ -60,6 +76,83 @@ class SqlTraceStore(SqlStore):
         """The newest `limit` spans of one session, oldest first."""
         with read_connection(self._engine) as conn:
             return signals.session_spans(conn, project, session_id, limit=limit)
+
+    # --- the query service's reads (`TraceStore` documents each) -----------------------------
+
+    def list_traces(self, project: str, query: TraceQuery) -> Page[TraceRow]:
+        """One page of trace rows."""
+        with read_connection(self._engine) as conn:
+            return lists.list_traces(conn, self._dialect, project, query)
+
+    def list_spans(self, project: str, query: SpanQuery) -> Page[SpanRow]:
+        """One page of spans, newest first."""
+        with read_connection(self._engine) as conn:
+            return lists.list_spans(conn, self._dialect, project, query)
+
+    def list_logs(self, project: str, query: LogQuery) -> Page[LogRow]:
+        """One page of log records, newest first."""
+        with read_connection(self._engine) as conn:
+            return lists.list_logs(conn, self._dialect, project, query)
+
+    def list_scores(self, project: str, query: ScoreQuery) -> Page[ScoreRow]:
+        """One page of scores, newest first."""
+        with read_connection(self._engine) as conn:
+            return lists.list_scores(conn, self._dialect, project, query)
+
+    def list_feedback(self, project: str, query: FeedbackQuery) -> Page[FeedbackRow]:
+        """One page of feedback, newest first."""
+        with read_connection(self._engine) as conn:
+            return lists.list_feedback(conn, self._dialect, project, query)
+
+    def metric_points(
+        self, project: str, name: str, window: Window, *, limit: int
+    ) -> list[MetricRow]:
+        """One metric's points in a window, oldest first."""
+        with read_connection(self._engine) as conn:
+            return lists.metric_points(conn, self._dialect, project, name, window, limit=limit)
+
+    def discover(
+        self, project: str, facet: str, key: str, prefix: str | None, limit: int
+    ) -> list[tuple[str, int]]:
+        """Distinct values of one facet, ordered by value."""
+        with read_connection(self._engine) as conn:
+            return lists.discover(conn, self._dialect, project, facet, key, prefix, limit)
+
+    def group_figures(
+        self, project: str, window: Window, group_by: str | None
+    ) -> list[GroupFigures]:
+        """Analytics over a window, whole or per group."""
+        with read_connection(self._engine) as conn:
+            return analytics.group_figures(conn, self._dialect, project, window, group_by)
+
+    def cost_points(
+        self, project: str, window: Window, group_by: str | None, bucket_ns: int
+    ) -> list[CostPoint]:
+        """Spend per bucket and group."""
+        with read_connection(self._engine) as conn:
+            return analytics.cost_points(conn, self._dialect, project, window, group_by, bucket_ns)
+
+    def deltas(
+        self, project: str, signal: str, after: DeltaPosition | None, *, limit: int
+    ) -> DeltaPage:
+        """Rows of one signal that arrived after a position, in arrival order."""
+        with read_connection(self._engine) as conn:
+            return deltas.deltas(conn, self._dialect, project, signal, after, limit=limit)
+
+    def delete_trace(self, project: str, trace_id: str) -> int:
+        """Delete one trace and what names it, in one transaction."""
+        with self._engine.begin() as conn:
+            return erasure.delete_trace(conn, self._dialect, project, trace_id)
+
+    def erase_subject(self, project: str, subject: ErasureSubject) -> ErasureCounts:
+        """Erase one subject's records, in one transaction."""
+        with self._engine.begin() as conn:
+            return erasure.erase_subject(conn, self._dialect, project, subject)
+
+    def apply_retention(self, project: str, cutoffs: Mapping[str, int]) -> dict[str, int]:
+        """Delete the project's records older than their signal's cutoff."""
+        with self._engine.begin() as conn:
+            return erasure.apply_retention(conn, self._dialect, project, cutoffs)
 
 
 class SqlRunStore(SqlStore):
