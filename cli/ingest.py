@@ -54,16 +54,23 @@ class IngestRole:
         return self.writer.lag()
 
 
+def redaction_key(settings: Settings) -> bytes:
+    """The server's redaction key (created on first use): ingest hashes identities with it,
+    and the query role hashes a `user_id` filter or erasure subject the same way."""
+    return load_or_create_key(
+        settings.ingest.redaction_key_file or settings.data_dir / REDACTION_KEY_FILE
+    )
+
+
 def project_policies(settings: Settings, stores: Stores, clock: Clock) -> ProjectPolicies:
     """Every project's ingest policy: `ingest.projects_file` (when set) written to the control
     store, which policies are then read from, with the server's redaction key (created on first
     use). Blocking."""
     if settings.ingest.projects_file is not None:
         apply_projects(stores.control, load_projects_file(settings.ingest.projects_file))
-    key_file = settings.ingest.redaction_key_file or settings.data_dir / REDACTION_KEY_FILE
     return ProjectPolicies(
         stores.control,
-        key=load_or_create_key(key_file),
+        key=redaction_key(settings),
         book=load_price_book(),
         monotonic=clock.monotonic,
         ttl_s=settings.ingest.policy_ttl_s,

@@ -17,11 +17,12 @@ import services.evaluation
 import services.intelligence
 import services.orchestrator
 import services.query
-from cli.ingest import IngestRole
+from cli.ingest import IngestRole, redaction_key
 from cli.role_names import GRPC_ROLES, ROLES
 from cli.security import is_loopback
 from gateway.otlp import SERVICES as OTLP_SERVICES
 from mcpd.auth.throttle import LoginThrottle
+from mcpd.redaction import Redactor
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.config import Settings
 from mcpd.runtime.errors import FailedPrecondition
@@ -85,6 +86,8 @@ def registrations(
                     signup=security.signup,
                     clock=clock,
                     sessions=session_tools(stores, settings, clock=clock),
+                    hash_user=Redactor(key=redaction_key(settings)).hash_identifier,
+                    runs=stores.run,
                     ingest_lag=ingest.lag if ingest is not None else None,
                 )
                 throttle = LoginThrottle(

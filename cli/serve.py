@@ -98,6 +98,8 @@ async def serve(
             if "ingest" in roles:
                 # After the gRPC server, so on shutdown tailing stops before it drains.
                 banner.append(await _tail_transcripts(stack, settings, stores, clock, ingest))
+            if "query" in roles:
+                _sweep_retention(stack, settings, stores, clock)
         http_address = None
         if child is not None:
             assert grpc_address is not None, "a gateway child is spawned beside gRPC roles only"
@@ -214,6 +216,24 @@ async def _tail_transcripts(
     return await start_transcript_tailing(
         stack, settings, stores, clock, ingest.policies, home=Path.home()
     )
+
+
+def _sweep_retention(
+    stack: AsyncExitStack, settings: Settings, stores: Stores, clock: SystemClock
+) -> None:
+    """The query role deletes what aged past each project's retention window, in the
+    background until shutdown (`services.query.retention`)."""
+    from services.query.retention import RetentionSweeper
+
+    sweeper = RetentionSweeper(stores.trace, stores.control, settings.retention, clock)
+    done = asyncio.Event()
+    task = asyncio.create_task(sweeper.run(done), name="retention-sweeper")
+
+    async def finish() -> None:
+        done.set()
+        await task
+
+    stack.push_async_callback(finish)
 
 
 def _stop_on_signals() -> asyncio.Event:

@@ -19,6 +19,7 @@ from cli.http_server import HttpServer
 from cli.security import build_security
 from gateway.app import create_app
 from gateway.mcp import ToolCatalog
+from mcpd.redaction import Redactor
 from mcpd.runtime.channels import open_channel
 from mcpd.runtime.clock import SystemClock
 from mcpd.runtime.config import GrpcSettings, SecuritySettings
@@ -55,7 +56,13 @@ async def mcp_url(stores: Stores) -> AsyncIterator[str]:
         stores.sessions, clock=clock, cursor_key=b"k" * 32, sources=SOURCES, max_results=50
     )
     registrations = services.query.registrations(
-        stores.trace, stores.control, storage="sqlite", signup=False, clock=clock, sessions=tools
+        stores.trace,
+        stores.control,
+        storage="sqlite",
+        signup=False,
+        clock=clock,
+        sessions=tools,
+        hash_user=Redactor(key=b"k" * 32).hash_identifier,
     )
     security = await build_security(SecuritySettings(), stores.control, clock, ["127.0.0.1:0"])
     async with contextlib.AsyncExitStack() as stack:

@@ -21,6 +21,7 @@ from mcpd.signals.rows import (
     MetricRow,
     ScoreRow,
     SpanRow,
+    storable_time,
 )
 
 _HEX32 = re.compile(r"[0-9a-f]{32}")
@@ -121,6 +122,12 @@ def _present(value: object, field: str) -> None:
     _require(value is not None, f"{field} is required")
 
 
+def _time(value: int | None, field: str) -> None:
+    _present(value, field)
+    assert value is not None
+    _require(storable_time(value), f"{field} must be between 1970-01-01 and 2262-04-11 (UTC)")
+
+
 def _finite(value: float | None, field: str) -> None:
     _present(value, field)
     assert value is not None
@@ -148,9 +155,10 @@ def check_span(row: SpanRow) -> None:
         # The spec's `unset` is "the producer never said".
         row["status"] = "unset"
     start = row.get("start_time")
-    if start is None:
-        raise InvalidRecordError("start_time is required")
+    _time(start, "start_time")
     end = row.get("end_time")
+    if end is not None:
+        _time(end, "end_time")
     is_event = row.get("is_event")
     if is_event:
         if not (end is None or end == start):
@@ -204,7 +212,7 @@ def check_log(row: LogRow) -> None:
     _identifier(row.get("log_id"), "log_id")
     row["trace_id"] = _trace_id(row.get("trace_id"), "trace_id", required=False)
     row["span_id"] = _span_id(row.get("span_id"), "span_id", required=False)
-    _present(row.get("timestamp"), "timestamp")
+    _time(row.get("timestamp"), "timestamp")
     _present(row.get("level"), "level")
     _require(row.get("message") is not None, "message is required")
 
@@ -220,7 +228,7 @@ def check_metric(row: MetricRow, label_values_seen: Callable[[str], int]) -> Non
     _require(bool(row.get("name")), "name is required")
     _present(row.get("kind"), "kind")
     _finite(row.get("value"), "value")
-    _present(row.get("timestamp"), "timestamp")
+    _time(row.get("timestamp"), "timestamp")
     row["trace_id"] = _trace_id(row.get("trace_id"), "trace_id", required=False)
     row["span_id"] = _span_id(row.get("span_id"), "span_id", required=False)
     labels = row.get("labels")
@@ -260,7 +268,7 @@ def check_score(row: ScoreRow) -> None:
     low, high = row.get("min"), row.get("max")
     if low is not None and high is not None:
         _require(low <= high, "min must not be greater than max")
-    _present(row.get("timestamp"), "timestamp")
+    _time(row.get("timestamp"), "timestamp")
     _check_cost(row)
 
 
@@ -286,7 +294,7 @@ def check_feedback(row: FeedbackRow) -> None:
             )
         case "correction" | "tag" | "comment":
             _require(isinstance(value, str), f"value: {kind} feedback is text, got {value!r}")
-    _present(row.get("timestamp"), "timestamp")
+    _time(row.get("timestamp"), "timestamp")
 
 
 def check_aspect_note(row: AspectNoteRow) -> None:
@@ -295,4 +303,4 @@ def check_aspect_note(row: AspectNoteRow) -> None:
     row["trace_id"] = _trace_id(row.get("trace_id"), "trace_id", required=True) or ""
     _require(bool(row.get("aspect")), "aspect is required")
     _require(bool(row.get("text")), "text is required")
-    _present(row.get("created_at"), "created_at")
+    _time(row.get("created_at"), "created_at")

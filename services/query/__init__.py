@@ -9,29 +9,33 @@ from mcpd.runtime.clock import Clock
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
 from mcpd.signals.batch import IngestLag
+from mcpd.storage.interfaces import TraceStore
+from services.query.erasure import RunEraser
 from services.query.health import HealthReporter
-from services.query.servicer import (
-    AuditLog,
-    QueryServicer,
-    SessionToolSet,
-    TraceReader,
-)
+from services.query.requests import HashUser
+from services.query.servicer import AuditLog, QueryServicer, SessionToolSet
 
 __all__ = ["SessionToolSet", "registrations"]
 
 
 def registrations(
-    store: TraceReader,
+    store: TraceStore,
     audit: AuditLog,
     *,
     storage: str,
     signup: bool,
     clock: Clock,
     sessions: SessionToolSet,
+    hash_user: HashUser,
+    runs: RunEraser | None = None,
     ingest_lag: Callable[[], IngestLag] | None = None,
 ) -> list[ServiceRegistration]:
     """The gRPC services this role serves; `sessions` are the MCP session-search tools;
-    `ingest_lag` is the co-located ingest writer's lag, reported by health."""
+    `hash_user` the server's keyed hash of user ids (filters and erasure match what ingest
+    stored); `runs` the run store's erasure; `ingest_lag` is the co-located ingest writer's
+    lag, reported by health."""
     health = HealthReporter(storage=storage, clock=clock, signup=signup, ingest_lag=ingest_lag)
-    servicer = QueryServicer(store, audit, health, sessions)
+    servicer = QueryServicer(
+        store, audit, health, sessions, clock=clock, hash_user=hash_user, runs=runs
+    )
     return [registration(servicer, add_QueryServiceServicer_to_server)]

@@ -13,37 +13,23 @@ import grpc
 from google.protobuf.struct_pb2 import Struct
 
 from mcpd import codec
-from mcpd.model.v1 import query_pb2
+from mcpd.codec import enum_names
+from mcpd.model.v1 import enums_pb2, query_pb2, telemetry_pb2
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
-from mcpd.runtime.errors import InvalidArgument, NotFound
-from mcpd.runtime.servicers import pending_rpcs
-from mcpd.signals import messages
-from mcpd.signals.batch import TraceRecords
+from mcpd.runtime.clock import Clock, epoch_nanos
+from mcpd.runtime.errors import InvalidArgument, NotFound, ResourceExhausted
+from mcpd.signals import messages, series
+from mcpd.signals.queries import ErasureSubject, Page, Window
+from mcpd.storage.interfaces import TraceStore
 from mcpd.storage.records import AuditPage
+from services.query import analytics, requests
+from services.query.erasure import RunEraser, erasure_result
 from services.query.health import HealthReporter
 from services.query.sessions.envelope import ToolResult, failure
 from services.query.sessions.errors import INTERNAL_ERROR, ToolError
 from services.query.sessions.paths import LaunchContext
 
 log = logging.getLogger("mcpd.query")
-
-
-class CapabilitySource(Protocol):
-    """A trace store that can say what it supports."""
-
-    def capabilities(self) -> query_pb2.StoreCapabilities:
-        """What this backend supports, reported truthfully."""
-        ...
-
-
-class TraceReader(CapabilitySource, Protocol):
-    """A trace store that says what it supports and reads one trace with what hangs off it."""
-
-    def trace_records(
-        self, project: str, trace_id: str, *, logs: bool, scores: bool, feedback: bool
-    ) -> TraceRecords | None:
-        """One trace of one project, or None (see `mcpd.storage.interfaces.TraceStore`)."""
-        ...
 
 
 class AuditLog(Protocol):
@@ -86,34 +72,300 @@ the agent runs even when a daemon answers. It only narrows a search; it grants n
 
 DEFAULT_AUDIT_PAGE = 100
 TRACE_INCLUDES = frozenset({"logs", "scores", "feedback"})
+MAX_METRIC_POINTS = 1_000_000
+"""Raw points one series request may aggregate; a wider window is refused, not truncated."""
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
+_FACETS = enum_names(enums_pb2.Facet.DESCRIPTOR).by_number
+_DELTA_SIGNALS = enum_names(enums_pb2.DeltaSignal.DESCRIPTOR).by_number
+_LABEL_VALUE_FACET = "metric_label_value"
 
 
-@pending_rpcs("the query issue (traces, spans, logs, metrics, analytics)")
 class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
-    """Reads of stored signals. Storage calls are blocking, so they run in worker threads."""
+    """Reads of stored signals. Storage calls are blocking, so they run in worker threads.
+
+    The auth interceptor has resolved every request's `project` against the caller's grant
+    before a method runs, and writes the audit events the RPCs' access options name."""
 
     def __init__(
         self,
-        store: TraceReader,
+        store: TraceStore,
         audit: AuditLog,
         health: HealthReporter,
         sessions: SessionToolSet,
+        *,
+        clock: Clock,
+        hash_user: requests.HashUser,
+        runs: RunEraser | None = None,
     ) -> None:
         self._store = store
         self._audit = audit
         self._health = health
         self._sessions = sessions
+        self._clock = clock
+        self._hash_user = hash_user
+        self._runs = runs
+
+    async def ListTraces(
+        self,
+        request: query_service_pb2.ListTracesRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.ListTracesRequest, query_pb2.TraceListResponse
+        ],
+    ) -> query_pb2.TraceListResponse:
+        query = requests.trace_query(request, self._hash_user)
+        page = await asyncio.to_thread(self._store.list_traces, request.project, query)
+        answer = query_pb2.TraceListResponse(traces=[messages.trace_message(r) for r in page.rows])
+        last = page.rows[-1] if page.rows and page.has_more else None
+        _fill_page(
+            answer.page,
+            page,
+            requests.next_cursor(
+                request,
+                "traces",
+                None if last is None else [last[query.order_column], last["trace_id"]],
+            ),
+        )
+        return answer
+
+    async def ListSpans(
+        self,
+        request: query_service_pb2.ListSpansRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.ListSpansRequest, query_pb2.SpanListResponse
+        ],
+    ) -> query_pb2.SpanListResponse:
+        query = requests.span_query(request)
+        page = await asyncio.to_thread(self._store.list_spans, request.project, query)
+        answer = query_pb2.SpanListResponse(spans=[messages.span_message(r) for r in page.rows])
+        last = page.rows[-1] if page.rows and page.has_more else None
+        position = None if last is None else [last["start_time"], last["trace_id"], last["span_id"]]
+        _fill_page(answer.page, page, requests.next_cursor(request, "spans", position))
+        return answer
+
+    async def ListLogs(
+        self,
+        request: query_service_pb2.ListLogsRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.ListLogsRequest, query_pb2.LogListResponse
+        ],
+    ) -> query_pb2.LogListResponse:
+        query = requests.log_query(request)
+        page = await asyncio.to_thread(self._store.list_logs, request.project, query)
+        answer = query_pb2.LogListResponse(logs=[messages.log_message(r) for r in page.rows])
+        last = page.rows[-1] if page.rows and page.has_more else None
+        position = None if last is None else [last["timestamp"], last["log_id"]]
+        _fill_page(answer.page, page, requests.next_cursor(request, "logs", position))
+        return answer
+
+    async def ListScores(
+        self,
+        request: query_service_pb2.ListScoresRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.ListScoresRequest, query_pb2.ScoreListResponse
+        ],
+    ) -> query_pb2.ScoreListResponse:
+        query = requests.score_query(request)
+        page = await asyncio.to_thread(self._store.list_scores, request.project, query)
+        answer = query_pb2.ScoreListResponse(scores=[messages.score_message(r) for r in page.rows])
+        last = page.rows[-1] if page.rows and page.has_more else None
+        position = None if last is None else [last["timestamp"], last["score_id"]]
+        _fill_page(answer.page, page, requests.next_cursor(request, "scores", position))
+        return answer
+
+    async def ListFeedback(
+        self,
+        request: query_service_pb2.ListFeedbackRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.ListFeedbackRequest, query_pb2.FeedbackListResponse
+        ],
+    ) -> query_pb2.FeedbackListResponse:
+        query = requests.feedback_query(request)
+        page = await asyncio.to_thread(self._store.list_feedback, request.project, query)
+        answer = query_pb2.FeedbackListResponse(
+            feedback=[messages.feedback_message(r) for r in page.rows]
+        )
+        last = page.rows[-1] if page.rows and page.has_more else None
+        position = None if last is None else [last["timestamp"], last["feedback_id"]]
+        _fill_page(answer.page, page, requests.next_cursor(request, "feedback", position))
+        return answer
+
+    async def GetMetricSeries(
+        self,
+        request: query_service_pb2.GetMetricSeriesRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.GetMetricSeriesRequest, query_pb2.MetricSeriesResponse
+        ],
+    ) -> query_pb2.MetricSeriesResponse:
+        if not request.name:
+            raise InvalidArgument("name is required", field="name")
+        window = self._closed_window(request)
+        bucket_s = series.choose_bucket(window, requests.optional(request, "bucket"))
+        points = await asyncio.to_thread(
+            self._store.metric_points,
+            request.project,
+            request.name,
+            window,
+            limit=MAX_METRIC_POINTS + 1,
+        )
+        if len(points) > MAX_METRIC_POINTS:
+            raise ResourceExhausted(
+                f"the window holds more than {MAX_METRIC_POINTS:,} points of {request.name!r}; "
+                "narrow it",
+                field="from",
+            )
+        answer = series.aggregate(
+            points,
+            window=window,
+            bucket_s=bucket_s,
+            agg=requests.optional(request, "agg"),
+            group_by=list(request.group_by),
+        )
+        answer.name = request.name
+        return answer
+
+    async def GetAnalyticsSummary(
+        self,
+        request: query_service_pb2.GetAnalyticsSummaryRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.GetAnalyticsSummaryRequest, query_pb2.AnalyticsSummary
+        ],
+    ) -> query_pb2.AnalyticsSummary:
+        window = self._closed_window(request)
+        group_by = requests.group_by(request)
+        return await asyncio.to_thread(
+            analytics.summary, self._store, request.project, window, group_by
+        )
+
+    async def GetCostBreakdown(
+        self,
+        request: query_service_pb2.GetCostBreakdownRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.GetCostBreakdownRequest, query_pb2.CostBreakdown
+        ],
+    ) -> query_pb2.CostBreakdown:
+        window = self._closed_window(request)
+        group_by = requests.group_by(request)
+        bucket_ns = _cost_bucket(request, window)
+        return await asyncio.to_thread(
+            analytics.cost_breakdown, self._store, request.project, window, group_by, bucket_ns
+        )
+
+    async def Discover(
+        self,
+        request: query_service_pb2.DiscoverRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.DiscoverRequest, query_pb2.DiscoveryResponse
+        ],
+    ) -> query_pb2.DiscoveryResponse:
+        facet = _FACETS.get(request.facet)
+        if facet is None:
+            raise InvalidArgument(
+                "facet is required; choose from " + ", ".join(_FACETS.values()), field="facet"
+            )
+        key = requests.optional(request, "key")
+        if facet == _LABEL_VALUE_FACET and not key:
+            raise InvalidArgument("key is required for metric_label_value", field="key")
+        if facet != _LABEL_VALUE_FACET and key is not None:
+            raise InvalidArgument("key applies to metric_label_value only", field="key")
+        limit = requests.limit_of(request, requests.DEFAULT_DISCOVERY)
+        values = await asyncio.to_thread(
+            self._store.discover,
+            request.project,
+            facet,
+            key or "",
+            requests.optional(request, "prefix"),
+            limit,
+        )
+        answer = query_pb2.DiscoveryResponse(
+            facet=request.facet,
+            values=[
+                query_pb2.DiscoveredValue(value=value, last_seen=messages.timestamp_of(seen))
+                for value, seen in values
+            ],
+        )
+        if key is not None:
+            answer.key = key
+        return answer
+
+    async def ListDeltas(
+        self,
+        request: query_service_pb2.ListDeltasRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.ListDeltasRequest, query_pb2.DeltaResponse
+        ],
+    ) -> query_pb2.DeltaResponse:
+        signal = _DELTA_SIGNALS.get(request.signal)
+        if signal is None:
+            raise InvalidArgument(
+                "signal is required; choose from " + ", ".join(_DELTA_SIGNALS.values()),
+                field="signal",
+            )
+        after = requests.delta_position(request, signal)
+        limit = requests.limit_of(request, requests.DEFAULT_DELTAS)
+        page = await asyncio.to_thread(
+            self._store.deltas, request.project, signal, after, limit=limit
+        )
+        answer = query_pb2.DeltaResponse(
+            signal=request.signal,
+            cursor=(
+                request.cursor
+                if after is not None and page.position == after
+                else requests.delta_cursor(request, signal, page.position)
+            ),
+            has_more=page.has_more,
+        )
+        match signal:
+            case "traces":
+                answer.traces.extend(messages.trace_message(r) for r in page.rows)  # type: ignore[arg-type]
+            case "spans":
+                answer.spans.extend(messages.span_message(r) for r in page.rows)  # type: ignore[arg-type]
+            case _:
+                answer.logs.extend(messages.log_message(r) for r in page.rows)  # type: ignore[arg-type]
+        return answer
+
+    async def DeleteTrace(
+        self,
+        request: query_service_pb2.DeleteTraceRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.DeleteTraceRequest, query_pb2.DeleteResult
+        ],
+    ) -> query_pb2.DeleteResult:
+        trace_id = _trace_id(request.trace_id)
+        deleted = await asyncio.to_thread(self._store.delete_trace, request.project, trace_id)
+        if not deleted:
+            raise NotFound(f"there is no trace {trace_id!r} in this project", field="trace_id")
+        return query_pb2.DeleteResult(deleted=deleted)
+
+    async def Erase(
+        self,
+        request: query_service_pb2.EraseRequest,
+        context: grpc.aio.ServicerContext[query_service_pb2.EraseRequest, query_pb2.ErasureResult],
+    ) -> query_pb2.ErasureResult:
+        user_id = requests.text(request, "user_id")
+        session_id = requests.text(request, "session_id")
+        if user_id is None and session_id is None:
+            raise InvalidArgument("name the subject: user_id, session_id or both", field="user_id")
+        user_ids = (
+            () if user_id is None else tuple(dict.fromkeys((self._hash_user(user_id), user_id)))
+        )
+        subject = ErasureSubject(user_ids=user_ids, session_id=session_id)
+        counts = await asyncio.to_thread(self._store.erase_subject, request.project, subject)
+        runs = None
+        if self._runs is not None:
+            runs = await asyncio.to_thread(self._runs.erase_subject, request.project, user_ids)
+        return erasure_result(request.project, counts, runs)
+
+    def _closed_window(self, request: Any) -> Window:
+        return requests.window_of(
+            request, default_ns=requests.DEFAULT_WINDOW_NS, now_ns=epoch_nanos(self._clock.now())
+        )
 
     async def GetTrace(
         self,
         request: query_service_pb2.GetTraceRequest,
         context: grpc.aio.ServicerContext[query_service_pb2.GetTraceRequest, query_pb2.TraceDetail],
     ) -> query_pb2.TraceDetail:
-        # The auth interceptor has resolved request.project against the caller's grant.
-        trace_id = request.trace_id.lower()
-        if not _TRACE_ID.fullmatch(trace_id):
-            raise InvalidArgument("trace_id must be 32 hex characters", field="trace_id")
+        trace_id = _trace_id(request.trace_id)
         include = set(request.include)
         unknown = sorted(include - TRACE_INCLUDES)
         if unknown:
@@ -230,6 +482,35 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
             launch=_launch_context(context.invocation_metadata()),
         )
         return _tool_response("file_attention", result)
+
+
+def _trace_id(value: str) -> str:
+    trace_id = value.lower()
+    if not _TRACE_ID.fullmatch(trace_id):
+        raise InvalidArgument("trace_id must be 32 hex characters", field="trace_id")
+    return trace_id
+
+
+def _fill_page(target: telemetry_pb2.Page, page: Page[Any], cursor: str | None) -> None:
+    target.has_more = page.has_more
+    if cursor is not None:
+        target.next_cursor = cursor
+
+
+def _cost_bucket(request: query_service_pb2.GetCostBreakdownRequest, window: Window) -> int | None:
+    if not request.HasField("bucket"):
+        return None
+    assert window.start is not None
+    assert window.end is not None
+    if request.bucket < 1:
+        raise InvalidArgument("bucket must be at least 1 second", field="bucket")
+    bucket_ns = request.bucket * 1_000_000_000
+    if (window.end - window.start) // bucket_ns > analytics.MAX_BUCKETS:
+        raise InvalidArgument(
+            f"bucket is too small for the window: more than {analytics.MAX_BUCKETS:,} buckets",
+            field="bucket",
+        )
+    return int(bucket_ns)
 
 
 def _launch_context(metadata: Iterable[tuple[str, str | bytes]] | None) -> LaunchContext | None:

@@ -151,6 +151,26 @@ class IngestSettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RetentionSettings:
+    """`[retention]`: how long signals are kept, and how often the sweeper deletes what aged.
+
+    `default_days` applies to a project without its own `retention_days`; 0 (the default) keeps
+    signals forever, so nothing is ever deleted that an operator did not ask to expire.
+    `spans_days`, `logs_days`, `metrics_days`, `scores_days` and `feedback_days`, when set, cap one
+    signal's window in every project (the shorter of the cap and the project's window wins; `spans`
+    also covers traces, held spans and aspect notes). `interval_s` is the time between sweeps.
+    """
+
+    default_days: int = 0
+    interval_s: float = 3600.0
+    spans_days: int | None = None
+    logs_days: int | None = None
+    metrics_days: int | None = None
+    scores_days: int | None = None
+    feedback_days: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     """The effective configuration of one mcpd process.
 
@@ -176,6 +196,7 @@ class Settings:
     security: SecuritySettings = dataclasses.field(default_factory=SecuritySettings)
     sessions: SessionsSettings = dataclasses.field(default_factory=SessionsSettings)
     ingest: IngestSettings = dataclasses.field(default_factory=IngestSettings)
+    retention: RetentionSettings = dataclasses.field(default_factory=RetentionSettings)
 
     def __post_init__(self) -> None:
         for name in PEER_ADDRESS_KEYS:
@@ -199,6 +220,7 @@ _SECTIONS: Mapping[str, type] = {
     "security": SecuritySettings,
     "sessions": SessionsSettings,
     "ingest": IngestSettings,
+    "retention": RetentionSettings,
 }
 
 
@@ -368,6 +390,7 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
         raise fail("security.local_project", "must not be empty")
     _validate_sessions(settings.sessions, fail)
     _validate_ingest(settings.ingest, fail)
+    _validate_retention(settings.retention, fail)
     for name, url, schemes in (
         ("postgres_url", storage.postgres_url, _POSTGRES_SCHEMES),
         ("clickhouse_url", storage.clickhouse_url, _CLICKHOUSE_SCHEMES),
@@ -399,6 +422,22 @@ def _validate_ingest(ingest: IngestSettings, fail: Callable[[str, str], InvalidA
         raise fail("ingest.max_pending_records", "must be at least ingest.group_max_records")
     if not (math.isfinite(ingest.policy_ttl_s) and ingest.policy_ttl_s >= 0):
         raise fail("ingest.policy_ttl_s", "must be a finite number of seconds, 0 or more")
+
+
+_RETENTION_CAPS = ("spans_days", "logs_days", "metrics_days", "scores_days", "feedback_days")
+
+
+def _validate_retention(
+    retention: RetentionSettings, fail: Callable[[str, str], InvalidArgument]
+) -> None:
+    if retention.default_days < 0:
+        raise fail("retention.default_days", "must be a number of days, 0 (keep forever) or more")
+    for key in _RETENTION_CAPS:
+        days = getattr(retention, key)
+        if days is not None and days < 1:
+            raise fail(f"retention.{key}", "must be a positive number of days (or left unset)")
+    if not (math.isfinite(retention.interval_s) and retention.interval_s > 0):
+        raise fail("retention.interval_s", "must be a finite positive number of seconds")
 
 
 def _validate_sessions(

@@ -133,11 +133,13 @@ def _fill(value: struct_pb2.Value, document: Any) -> None:
 # --- scalars ---------------------------------------------------------------------------------
 
 
-def _nanos(ts: timestamp_pb2.Timestamp) -> int:
+def nanos_of(ts: timestamp_pb2.Timestamp) -> int:
+    """A Timestamp as int nanoseconds since the Unix epoch."""
     return ts.seconds * _NANOS_PER_SECOND + ts.nanos
 
 
-def _timestamp(value: int) -> timestamp_pb2.Timestamp:
+def timestamp_of(value: int) -> timestamp_pb2.Timestamp:
+    """Int nanoseconds since the Unix epoch as a Timestamp."""
     seconds, remainder = divmod(value, _NANOS_PER_SECOND)
     return timestamp_pb2.Timestamp(seconds=seconds, nanos=remainder)
 
@@ -276,7 +278,7 @@ def _set_json(kwargs: dict[str, Any], name: str, document: Any) -> None:
 
 def _set_time(kwargs: dict[str, Any], name: str, value: int | None) -> None:
     if value is not None:
-        kwargs[name] = _timestamp(value)
+        kwargs[name] = timestamp_of(value)
 
 
 def _set_present(kwargs: dict[str, Any], row: Mapping[str, Any], names: tuple[str, ...]) -> None:
@@ -305,8 +307,8 @@ def span_row(msg: telemetry_pb2.Span) -> SpanRow:
         "name": msg.name,
         "kind": _unvalidated(_enum_name(_SPAN_KIND.by_number, msg.kind)),
         "status": _unvalidated(_enum_name(_SPAN_STATUS.by_number, msg.status)),
-        "start_time": _unvalidated(_nanos(msg.start_time) if has("start_time") else None),
-        "end_time": _nanos(msg.end_time) if has("end_time") else None,
+        "start_time": _unvalidated(nanos_of(msg.start_time) if has("start_time") else None),
+        "end_time": nanos_of(msg.end_time) if has("end_time") else None,
         "duration_ns": msg.duration_ns if has("duration_ns") else None,
         "is_root": msg.is_root,
         "is_event": msg.is_event,
@@ -325,7 +327,7 @@ def span_row(msg: telemetry_pb2.Span) -> SpanRow:
         "tags": list(msg.tags) or None,
         "model": msg.model if has("model") else None,
         "provider": msg.provider if has("provider") else None,
-        "received_at": _unvalidated(_nanos(msg.received_at) if has("received_at") else None),
+        "received_at": _unvalidated(nanos_of(msg.received_at) if has("received_at") else None),
         "ingest_key": msg.ingest_key if has("ingest_key") else None,
     }
     return row
@@ -427,12 +429,12 @@ def log_row(msg: telemetry_pb2.LogRecord) -> LogRow:
         "log_id": msg.log_id,
         "trace_id": msg.trace_id if has("trace_id") else None,
         "span_id": msg.span_id if has("span_id") else None,
-        "timestamp": _unvalidated(_nanos(msg.timestamp) if has("timestamp") else None),
+        "timestamp": _unvalidated(nanos_of(msg.timestamp) if has("timestamp") else None),
         "level": _unvalidated(_enum_name(_LOG_LEVEL.by_number, msg.level)),
         "message": msg.message,
         "fields": _json_or_none(msg, "fields"),
         "logger": msg.logger if has("logger") else None,
-        "received_at": _unvalidated(_nanos(msg.received_at) if has("received_at") else None),
+        "received_at": _unvalidated(nanos_of(msg.received_at) if has("received_at") else None),
     }
     return row
 
@@ -463,12 +465,12 @@ def metric_row(msg: telemetry_pb2.MetricPoint) -> MetricRow:
         "kind": _unvalidated(_enum_name(_METRIC_KIND.by_number, msg.kind)),
         "value": msg.value,
         "unit": msg.unit if has("unit") else None,
-        "timestamp": _unvalidated(_nanos(msg.timestamp) if has("timestamp") else None),
+        "timestamp": _unvalidated(nanos_of(msg.timestamp) if has("timestamp") else None),
         "labels": _json_or_none(msg, "labels"),
         "buckets": _json_or_none(msg, "buckets"),
         "trace_id": msg.trace_id if has("trace_id") else None,
         "span_id": msg.span_id if has("span_id") else None,
-        "received_at": _unvalidated(_nanos(msg.received_at) if has("received_at") else None),
+        "received_at": _unvalidated(nanos_of(msg.received_at) if has("received_at") else None),
     }
     return row
 
@@ -513,7 +515,7 @@ def score_row(msg: telemetry_pb2.Score) -> ScoreRow:
         "reason": msg.reason if has("reason") else None,
         "score_trace_id": msg.score_trace_id if has("score_trace_id") else None,
         "metadata": _json_or_none(msg, "metadata"),
-        "timestamp": _unvalidated(_nanos(msg.timestamp) if has("timestamp") else None),
+        "timestamp": _unvalidated(nanos_of(msg.timestamp) if has("timestamp") else None),
         "received_at": _unvalidated(None),
     }
     return row
@@ -554,7 +556,7 @@ def feedback_row(msg: telemetry_pb2.Feedback) -> FeedbackRow:
         "comment": msg.comment if has("comment") else None,
         "author_id": msg.author_id if has("author_id") else None,
         "author_kind": msg.author_kind if has("author_kind") else None,
-        "timestamp": _unvalidated(_nanos(msg.timestamp) if has("timestamp") else None),
+        "timestamp": _unvalidated(nanos_of(msg.timestamp) if has("timestamp") else None),
         "metadata": _json_or_none(msg, "metadata"),
         "received_at": _unvalidated(None),
     }
@@ -587,7 +589,7 @@ def aspect_note_row(msg: telemetry_pb2.AspectNote) -> AspectNoteRow:
         "text": msg.text,
         "definition_version": msg.definition_version,
         "model": msg.model if has("model") else None,
-        "created_at": _unvalidated(_nanos(msg.created_at) if has("created_at") else None),
+        "created_at": _unvalidated(nanos_of(msg.created_at) if has("created_at") else None),
         "received_at": _unvalidated(None),
     }
     return row

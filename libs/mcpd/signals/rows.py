@@ -22,6 +22,16 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+MIN_TIME_NS = 0
+MAX_TIME_NS = 2**63 - 1
+"""The times every store can hold: int64 nanoseconds from the Unix epoch (1970-01-01 to
+2262-04-11), the range of SQLite's and PostgreSQL's BIGINT and ClickHouse's DateTime64(9)."""
+
+
+def storable_time(value: int) -> bool:
+    """Whether every store can hold this time (`MIN_TIME_NS` to `MAX_TIME_NS`)."""
+    return MIN_TIME_NS <= value <= MAX_TIME_NS
+
 
 class CorrelationColumns(TypedDict, total=False):
     """Correlation, flattened: on every signal row."""

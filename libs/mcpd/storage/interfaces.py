@@ -35,6 +35,7 @@ from mcpd.signals.queries import (
 )
 from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
 from mcpd.storage.records import AuditPage, StoredAccount, StoredKey, StoredSession
+from mcpd.storage.run_records import RunErasure
 
 
 @runtime_checkable
@@ -138,7 +139,9 @@ class TraceStore(Protocol):
         (then metric_id); at most `limit` (the oldest ones)."""
         ...
 
-    def group_figures(self, project: str, window: Window, group_by: str | None) -> list[GroupFigures]:
+    def group_figures(
+        self, project: str, window: Window, group_by: str | None
+    ) -> list[GroupFigures]:
         """Analytics over `window` (see `GroupFigures`): one row with key None when `group_by`
         is None, else one row per group value, ordered by key. `group_by` is one of
         `SPAN_GROUPS | TRACE_GROUPS` (the caller has checked)."""
@@ -206,6 +209,14 @@ class RunStore(Protocol):
 
     def pending_migrations(self) -> list[str]:
         """Migrations not yet applied, oldest first; changes nothing."""
+        ...
+
+    def erase_subject(self, project: str, user_ids: Sequence[str]) -> RunErasure:
+        """Erase, in one transaction, the project's runs started with a correlation `user_id`
+        among `user_ids`, each with its whole tree of subworkflow runs, its step attempts, run
+        events, timers, waits, the parked events it consumed and the idempotency keys pointing
+        at it; a tree in which some run has not ended is left whole and counted instead (see
+        `RunErasure`). No `user_ids` erases nothing."""
         ...
 
     def close(self) -> None:
@@ -291,6 +302,10 @@ class ControlStore(Protocol):
 
     def get_project(self, project_id: str) -> account_pb2.Project | None:
         """The project, or None when there is none with this id."""
+        ...
+
+    def list_projects(self) -> list[account_pb2.Project]:
+        """Every project, ordered by project id."""
         ...
 
     def configure_project(self, project: account_pb2.Project) -> None:

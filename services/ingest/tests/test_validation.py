@@ -58,6 +58,12 @@ def _present(value: object, field: str) -> None:
     _require(value is not None, f"{field} is required")
 
 
+def _in_range(value: int | None, field: str) -> None:
+    _present(value, field)
+    assert value is not None
+    _require(0 <= value < 2**63, f"{field} must be between 1970-01-01 and 2262-04-11 (UTC)")
+
+
 def _check_cost(row: dict[str, Any]) -> None:
     total = row.get("total_cost")
     if total is None:
@@ -83,8 +89,10 @@ def reference_check_span(row: dict[str, Any]) -> None:
     if row.get("status") is None:
         row["status"] = "unset"
     start = row.get("start_time")
-    _present(start, "start_time")
+    _in_range(start, "start_time")
     end = row.get("end_time")
+    if end is not None:
+        _in_range(end, "end_time")
     if row.get("is_event"):
         _require(end is None or end == start, "end_time must be absent on an event span (is_event)")
         row["end_time"] = None
@@ -138,8 +146,8 @@ CHOICES: dict[str, list[Any]] = {
     "name": ["chat", "", None, "n" * MAX_NAME_LENGTH, "n" * (MAX_NAME_LENGTH + 1)],
     "kind": ["model_inference", None],
     "status": [None, "ok", "error"],
-    "start_time": [100, None, 0],
-    "end_time": [None, 100, 150, 50],
+    "start_time": [100, None, 0, -1, 2**63],
+    "end_time": [None, 100, 150, 50, 2**63],
     "is_event": [None, False, True, 1],
     "error": [None, {"message": "boom"}, {"message": ""}, {}],
     "tags": [None, [], ["a"], ["t"] * MAX_TAGS, ["t"] * (MAX_TAGS + 1)],

@@ -42,7 +42,15 @@ SESSION_TABLES = {
 }
 # What ingest writes beside the signals on SQL (idempotency keys, tail sampling's holding table).
 SQL_SIGNAL_TABLES = {"ingest_keys", "held_spans"}
-SQL_TRACE_TABLES = TRACE_TABLES | SESSION_TABLES | SQL_SIGNAL_TABLES
+# SQLite's arrival sequence (delta polling); the table exists on PostgreSQL too, unused.
+SQL_TRACE_TABLES = TRACE_TABLES | SESSION_TABLES | SQL_SIGNAL_TABLES | {"arrival_clock"}
+# SQLite's FTS5 search tables and their shadow tables: created by the migration, not declared in
+# the MetaData (which the comparison below therefore leaves out).
+SQLITE_SEARCH_TABLES = {
+    f"{table}_fts{suffix}"
+    for table in ("spans", "logs")
+    for suffix in ("", "_data", "_idx", "_content", "_config")
+}
 RUN_TABLES = {
     "definitions",
     "runs",
@@ -61,11 +69,21 @@ CONTROL_TABLES = {
     "audit_log",
     "price_book",
 }
-CLICKHOUSE_REVISIONS = ["0001_initial", "0002_session_read_model", "0003_ingest_keys_held_spans"]
+CLICKHOUSE_REVISIONS = [
+    "0001_initial",
+    "0002_session_read_model",
+    "0003_ingest_keys_held_spans",
+    "0004_query_layout",
+]
 EXPECTED_TABLES = {"trace": SQL_TRACE_TABLES, "run": RUN_TABLES, "control": CONTROL_TABLES}
 # Every store's revisions, oldest first: what a fresh database has applied after `migrate`.
 REVISIONS = {
-    "trace": ["0001_initial", "0002_session_read_model", "0003_ingest_keys_held_spans"],
+    "trace": [
+        "0001_initial",
+        "0002_session_read_model",
+        "0003_ingest_keys_held_spans",
+        "0004_query_read_paths",
+    ],
     "run": ["0001_initial"],
     "control": ["0001_initial", "0002_key_owner_audit_order"],
 }
@@ -84,7 +102,9 @@ def test_trace_store_migrate_creates_every_table(trace_store: OpenedStore) -> No
 
     assert applied == (CLICKHOUSE_REVISIONS if clickhouse else REVISIONS["trace"])
     version_table = "schema_migrations" if clickhouse else StoreName.TRACE.version_table
-    assert trace_store.table_names() == tables | {version_table}
+    assert trace_store.table_names() == tables | {version_table} | _search_tables(
+        trace_store.backend
+    )
 
 
 def test_trace_store_second_migrate_issues_no_ddl(trace_store: OpenedStore) -> None:
@@ -130,7 +150,7 @@ def test_three_stores_share_one_database(
         for store_class in (SqlTraceStore, SqlRunStore, SqlControlStore):
             assert store_class(engine).migrate() == []
         names = set(inspect(engine).get_table_names())
-        assert names == SQL_TRACE_TABLES | RUN_TABLES | CONTROL_TABLES | {
+        assert names == SQL_TRACE_TABLES | RUN_TABLES | CONTROL_TABLES | _search_tables(backend) | {
             store.version_table for store in StoreName
         }
         with engine.connect() as conn:
@@ -248,6 +268,10 @@ def test_concurrent_migrators_apply_once(
     finally:
         for opened in stores:
             opened.store.close()
+
+
+def _search_tables(backend: str) -> set[str]:
+    return SQLITE_SEARCH_TABLES if backend == "sqlite" else set()
 
 
 def _assert_only_reads(statements: list[str], store: StoreName) -> None:

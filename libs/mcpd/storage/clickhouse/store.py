@@ -26,8 +26,7 @@ from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow,
 from mcpd.storage import capabilities
 from mcpd.storage.clickhouse import migrate as clickhouse_migrate
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
-from mcpd.storage.clickhouse.signals import ClickHouseSignals
-from mcpd.storage.clickhouse.signals import erasure, lists
+from mcpd.storage.clickhouse.signals import ClickHouseSignals, erasure, lists
 from mcpd.storage.clickhouse.signals import reads as signal_reads
 
 

@@ -70,18 +70,13 @@ class SqlControlStore(SqlStore):
         """The project with this id, or None."""
         with read_connection(self._engine) as conn:
             row = self._one(conn, projects, projects.c.project_id == project_id)
-        if row is None:
-            return None
-        project = account_pb2.Project(
-            project_id=row["project_id"],
-            name=row["name"],
-            created_at=convert.timestamp(row["created_at"]),
-            retention_days=row["retention_days"],
-        )
-        for field in ("sampling", "redaction", "budget", "metadata"):
-            if row[field] is not None:
-                getattr(project, field).CopyFrom(convert.json_value(row[field]))
-        return project
+        return None if row is None else _project(row)
+
+    def list_projects(self) -> list[account_pb2.Project]:
+        """Every project, ordered by id (the retention sweeper walks them all)."""
+        with read_connection(self._engine) as conn:
+            rows = conn.execute(select(projects).order_by(projects.c.project_id)).mappings().all()
+        return [_project(row) for row in rows]
 
     def configure_project(self, project: account_pb2.Project) -> None:
         """Create or update a project from configuration: name, retention, sampling, redaction,
@@ -349,6 +344,19 @@ class SqlControlStore(SqlStore):
                 field="project",
                 reason="PROJECT_MISMATCH",
             )
+
+
+def _project(row: RowMapping) -> account_pb2.Project:
+    project = account_pb2.Project(
+        project_id=row["project_id"],
+        name=row["name"],
+        created_at=convert.timestamp(row["created_at"]),
+        retention_days=row["retention_days"],
+    )
+    for field in ("sampling", "redaction", "budget", "metadata"):
+        if row[field] is not None:
+            getattr(project, field).CopyFrom(convert.json_value(row[field]))
+    return project
 
 
 def _inserted(conn: Connection, statement: Insert) -> bool:

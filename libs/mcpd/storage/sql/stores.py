@@ -23,11 +23,13 @@ from mcpd.signals.queries import (
 )
 from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
 from mcpd.storage import capabilities
-from mcpd.storage.sql import signals
-from mcpd.storage.sql.signals import analytics, deltas, erasure, lists
+from mcpd.storage.run_records import RunErasure
+from mcpd.storage.sql import run_erasure, signals
 from mcpd.storage.sql.base import SqlStore
+from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.engine import read_connection
 from mcpd.storage.sql.schema import StoreName
+from mcpd.storage.sql.signals import analytics, deltas, erasure, lists
 
 
 class SqlTraceStore(SqlStore):
@@ -147,15 +149,35 @@ class SqlTraceStore(SqlStore):
     def erase_subject(self, project: str, subject: ErasureSubject) -> ErasureCounts:
         """Erase one subject's records, in one transaction."""
         with self._engine.begin() as conn:
-            return erasure.erase_subject(conn, self._dialect, project, subject)
+            counts = erasure.erase_subject(conn, self._dialect, project, subject)
+        if self._dialect is SqlDialect.SQLITE:
+            # The erased pages also sit in the write-ahead log until a checkpoint copies it
+            # into the database file and truncates it; do that now rather than at SQLite's
+            # leisure. Best effort: a reader holding an old snapshot makes it partial.
+            # Outside any transaction (a checkpoint inside one is refused), on the raw
+            # connection, which runs in autocommit.
+            raw = self._engine.raw_connection()
+            try:
+                raw.cursor().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                raw.close()
+        return counts
 
     def apply_retention(self, project: str, cutoffs: Mapping[str, int]) -> dict[str, int]:
-        """Delete the project's records older than their signal's cutoff."""
-        with self._engine.begin() as conn:
-            return erasure.apply_retention(conn, self._dialect, project, cutoffs)
+        """Delete the project's records older than their signal's cutoff, a bounded batch per
+        transaction (`erasure.apply_retention`), so a large backlog never holds the write lock
+        for its whole length."""
+        return erasure.apply_retention(self._engine, self._dialect, project, cutoffs)
 
 
 class SqlRunStore(SqlStore):
     """The run store on SQLite or PostgreSQL."""
 
     _store = StoreName.RUN
+
+    def erase_subject(self, project: str, user_ids: Sequence[str]) -> RunErasure:
+        """Erase one subject's ended run trees, in one transaction (`run_erasure`)."""
+        if not user_ids:
+            return RunErasure()
+        with self._engine.begin() as conn:
+            return run_erasure.erase_subject(conn, self._dialect, project, user_ids)

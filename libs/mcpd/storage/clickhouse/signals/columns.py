@@ -10,7 +10,8 @@ the conventions of migration 0001:
   text (`params.datetime64_text`: a bare number in a DateTime64 column would be read as
   seconds) and read as Int64 nanoseconds (`toUnixTimestamp64Nano`), so no driver ever turns
   them into a datetime and drops the nanoseconds;
-* `tags` is Array(String): an absent list is stored as [] and [] reads back as None;
+* `tags` (and the trace row's `models` and `providers`) are Array(String): an absent list is
+  stored as [] and [] reads back as None;
 * a NUL character in a string or inside a JSON document is stored as U+FFFD, as the SQL
   backends store it (PostgreSQL refuses NUL), so every backend reads back the same row.
 
@@ -45,7 +46,7 @@ class Kind(Enum):
     OPT_FLOAT = "opt_float"
     BOOL = "bool"
     OPT_BOOL = "opt_bool"
-    TAGS = "tags"  # None <-> []
+    STRINGS = "strings"  # a list of strings: None <-> []
 
 
 # Kinds with no absent value: a None is refused before anything is written.
@@ -127,7 +128,7 @@ SPANS = Table(
         ("model_parameters", _J),
         ("error", _J),
         ("links", _J),
-        ("tags", Kind.TAGS),
+        ("tags", Kind.STRINGS),
         *_CORRELATION,
         ("model", _T),
         ("provider", _T),
@@ -155,14 +156,24 @@ TRACES = Table(
         *_COST,
         ("model_count", Kind.COUNT),
         ("tool_count", Kind.COUNT),
-        ("tags", Kind.TAGS),
+        ("tags", Kind.STRINGS),
         *_CORRELATION,
         ("score_summary", _J),
         ("feedback_summary", _J),
         ("is_complete", Kind.BOOL),
         ("received_at", Kind.TIME),
+        ("models", Kind.STRINGS),
+        ("providers", Kind.STRINGS),
+        ("is_deleted", Kind.COUNT),
     ),
 )
+
+TRACE_ROW = tuple(
+    name for name in TRACES.names if name not in ("version", "models", "providers", "is_deleted")
+)
+"""The columns of a `TraceRow`, as every read returns a trace row: all but what only the store
+keeps (migration 0004): the replacing engine's version and tombstone flag, and the models and
+providers of the trace's spans, which the trace list filters on."""
 
 LOGS = Table(
     "logs",
@@ -339,7 +350,7 @@ def _from_column(kind: Kind, value: Any) -> Any:
         return load_json(value)
     if kind is Kind.TEXT:
         return value or None
-    if kind is Kind.TAGS:
+    if kind is Kind.STRINGS:
         return list(value) or None
     return value
 
@@ -368,7 +379,7 @@ def column_data(table: Table, rows: Sequence[Mapping[str, Any]]) -> str:
             values = ["" if value is None else value for value in values]
         elif kind is Kind.JSON:
             values = [dump_json(value) for value in values]
-        elif kind is Kind.TAGS:
+        elif kind is Kind.STRINGS:
             values = [[] if value is None else list(value) for value in values]
         elif kind in _REQUIRED and None in values:
             raise ValueError(f"{table.name}.{name} is required, and a row has none")
@@ -376,7 +387,7 @@ def column_data(table: Table, rows: Sequence[Mapping[str, Any]]) -> str:
     text = _ENCODE(data)
     if "\\u0000" in text:  # a NUL in a string column (or text that looks like one)
         for (_, kind), values in zip(table.columns, data, strict=True):
-            if kind in (Kind.KEY, Kind.TEXT, Kind.TAGS):
+            if kind in (Kind.KEY, Kind.TEXT, Kind.STRINGS):
                 values[:] = [_scrub(value) for value in values]
         text = _ENCODE(data)
     return text

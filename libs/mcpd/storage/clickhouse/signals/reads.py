@@ -10,6 +10,10 @@ keeping the latest arrival.
 Lookups by trace id are pruned by the tables' bloom-filter skip indexes. They are used under
 FINAL (`use_skip_indexes_if_final`) only where the trace id is part of the sort key, because then
 every version of a row has the same trace id and skipping a granule cannot hide a newer version.
+
+`traces` is ordered by (project, start_time, trace_id) since migration 0004: a trace whose
+start_time moved has a tombstone at its old key (`writes.reproject`), which is that key's newest
+version, so reads keep `is_deleted = 0` after FINAL.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from mcpd.storage.clickhouse.signals.columns import (
     ROW_ID,
     SCORES,
     SPANS,
+    TRACE_ROW,
     TRACES,
     Table,
     as_rows,
@@ -41,26 +46,54 @@ TraceKey = tuple[str, str]
 """(project, trace_id)."""
 Groups = dict[TraceKey, dict[str, dict[str, Any]]]
 """Rows per trace, keyed by their id within the trace (span id, score id, feedback id)."""
+StoredKeys = dict[TraceKey, list[tuple[int, int]]]
+"""The sort keys of stored trace rows, per trace: (start_time, received_at) of each."""
+
+# The span columns the writer reads back: the projection's, and the models and providers the
+# trace row carries beside it (migration 0004).
+_STORED_SPAN_COLUMNS = (*PROJECTION_SPAN_COLUMNS, "model", "provider")
 
 # Skip indexes under FINAL: safe where trace_id is in the sort key (see the module docstring).
 # WHERE stays after FINAL (a condition on a column outside the sort key must not be moved into
 # PREWHERE, where it would filter row versions before FINAL picks the newest).
 _FINAL_SETTINGS = " SETTINGS optimize_move_to_prewhere_if_final = 0"
 _SKIP_UNDER_FINAL = _FINAL_SETTINGS + ", use_skip_indexes_if_final = 1"
-_PRUNABLE = frozenset({"spans", "logs", "feedback"})
+_PRUNABLE = frozenset({"spans", "logs", "feedback", "traces"})
 
 
 def stored_for_projection(
     executor: ClickHouseExecutor, wanted: Sequence[TraceKey]
 ) -> tuple[Groups, Groups, Groups]:
     """What is stored for each wanted trace of what `project_trace` reads: its spans, scores and
-    feedback (only the projection's columns, plus `received_at`), each group keyed by row id."""
+    feedback (only the projection's columns, plus `received_at`, and a span's model and
+    provider), each group keyed by row id."""
     where, params = _traces_filter(wanted)
     return (
-        _grouped(executor, SPANS, PROJECTION_SPAN_COLUMNS, where, params),
+        _grouped(executor, SPANS, _STORED_SPAN_COLUMNS, where, params),
         _grouped(executor, SCORES, PROJECTION_SCORE_COLUMNS, where, params),
         _grouped(executor, FEEDBACK, PROJECTION_FEEDBACK_COLUMNS, where, params),
     )
+
+
+def stored_trace_keys(executor: ClickHouseExecutor, wanted: Sequence[TraceKey]) -> StoredKeys:
+    """The sort key of each live stored row of the wanted traces. One per trace, unless a move
+    of its start_time was never tombstoned (a call that failed part-way, or two replicas that
+    re-projected the trace at once): then each, so the next re-projection removes them all."""
+    if not wanted:
+        return {}
+    where, params = _traces_filter(wanted)
+    found = executor.query(
+        "SELECT project, trace_id, toUnixTimestamp64Nano(start_time), "
+        f"toUnixTimestamp64Nano(received_at) FROM traces FINAL WHERE {where} AND is_deleted = 0"
+        + _SKIP_UNDER_FINAL,
+        params,
+    )
+    keys: StoredKeys = {}
+    for project, trace_id, start_time, received_at in found:
+        keys.setdefault((str(project), str(trace_id)), []).append(
+            (int(start_time), int(received_at))
+        )
+    return keys
 
 
 def held_traces(executor: ClickHouseExecutor) -> list[HeldTrace]:
@@ -107,9 +140,11 @@ def trace_records(
     """One trace of one project and what hangs off it, in `TraceRecords` order."""
     params: dict[str, object] = {"project": project, "trace_id": trace_id}
     where = "project = {project:String} AND trace_id = {trace_id:String}"
-    names = tuple(name for name in TRACES.names if name != "version")
+    # The newest version, should a trace have two live rows (see `stored_trace_keys`).
     found = executor.query(
-        f"SELECT {TRACES.select_list(names)} FROM traces FINAL WHERE {where}", params
+        f"SELECT {TRACES.select_list(TRACE_ROW)} FROM traces FINAL WHERE {where} "
+        "AND is_deleted = 0 ORDER BY version DESC LIMIT 1" + _SKIP_UNDER_FINAL,
+        params,
     )
     if not found:
         return None
@@ -122,7 +157,7 @@ def trace_records(
         return sorted(rows, key=lambda row: (row["timestamp"], row[id_name]))
 
     return TraceRecords(
-        trace=cast(TraceRow, as_rows(TRACES, found, names)[0]),
+        trace=cast(TraceRow, as_rows(TRACES, found, TRACE_ROW)[0]),
         spans=order_spans(cast(list[SpanRow], _select(executor, SPANS, None, where, params))),
         logs=cast(list[LogRow], timed(LOGS, logs)),
         scores=cast(list[ScoreRow], timed(SCORES, scores)),

@@ -13,7 +13,8 @@ this order guarantees):
    stored is read with FINAL (`reads.stored_for_projection`) before this call's rows go in,
    and this call's rows are laid over it in memory, the latest arrival of each id winning as it
    does in the replacing tables. Reading first means a new trace (the common case) reads
-   nothing back.
+   nothing back. A trace row also carries the models and providers of its spans, and when the
+   trace's start_time moved, a tombstone for each stored row at its old sort key (`reproject`).
 4. **Writes**, ONE INSERT per table: spans, held spans, logs, metrics, scores, feedback, aspect
    notes, the trace rows, the facet values, and LAST the ingest keys, which are the commit
    marker. One INSERT is one block, which ClickHouse commits as one part per partition (month
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, Literal, TypeVar, cast
 
 from mcpd.signals.batch import SignalBatch
 from mcpd.signals.facets import FacetValue, batch_facets, span_facets
@@ -61,7 +62,12 @@ from mcpd.storage.clickhouse.signals.columns import (
     Table,
     dump_json,
 )
-from mcpd.storage.clickhouse.signals.reads import Groups, stored_for_projection
+from mcpd.storage.clickhouse.signals.reads import (
+    Groups,
+    StoredKeys,
+    stored_for_projection,
+    stored_trace_keys,
+)
 
 R = TypeVar("R", bound=Mapping[str, Any])
 IngestKey = tuple[str, str]
@@ -258,7 +264,15 @@ def reproject(
     latest: int,
 ) -> list[dict[str, Any]]:
     """The trace rows (with their version) of every trace the rows about to be written touch:
-    what is stored, overlaid with those rows; a trace without spans gets none."""
+    what is stored, overlaid with those rows; a trace without spans gets none.
+
+    `traces` is ordered by (project, start_time, trace_id) (migration 0004), and a replacing
+    engine only replaces rows of equal sort key. So when a trace's start_time moves (an earlier
+    span arrives: a root is sent after its children), the trace gets, beside its new row, a
+    tombstone (`is_deleted` = 1, same version) at each stored key with another start_time: the
+    newest version of that key, which reads drop. The stored keys are read only for traces with
+    stored spans: a trace row is written after its spans, so a trace without any has no row yet.
+    """
     touched = {(span["project"], span["trace_id"]) for span in spans}
     touched |= {
         (row["project"], trace) for row in (*scores, *feedback) if (trace := row.get("trace_id"))
@@ -267,6 +281,7 @@ def reproject(
         return []
     wanted = sorted(touched)
     span_groups, score_groups, feedback_groups = stored_for_projection(executor, wanted)
+    stored_keys = stored_trace_keys(executor, sorted(span_groups))
     _overlay(span_groups, spans, "span_id")
     _overlay(score_groups, scores, "score_id")
     _overlay(feedback_groups, feedback, "feedback_id")
@@ -276,16 +291,61 @@ def reproject(
     traces: list[dict[str, Any]] = []
     for key in wanted:
         project, trace_id = key
+        trace_spans = cast(list[SpanRow], list(span_groups.get(key, {}).values()))
         row = project_trace(
             project,
             trace_id,
-            cast(list[SpanRow], list(span_groups.get(key, {}).values())),
+            trace_spans,
             cast(list[ScoreRow], list(score_groups.get(key, {}).values())),
             cast(list[FeedbackRow], list(feedback_groups.get(key, {}).values())),
         )
-        if row is not None:
-            traces.append({**row, "version": version})
+        if row is None:
+            continue
+        traces.append(
+            {
+                **row,
+                "models": _carried(trace_spans, "model"),
+                "providers": _carried(trace_spans, "provider"),
+                "version": version,
+                "is_deleted": 0,
+            }
+        )
+        traces.extend(_tombstones(key, stored_keys, row["start_time"], version))
     return traces
+
+
+def _carried(spans: Iterable[SpanRow], column: Literal["model", "provider"]) -> list[str]:
+    """The distinct values of a span column (`model`, `provider`) the trace's spans carry."""
+    return sorted({value for span in spans if (value := span.get(column))})
+
+
+def _tombstones(
+    key: tuple[str, str], stored: StoredKeys, start_time: int, version: int
+) -> list[dict[str, Any]]:
+    """A tombstone for each stored row of the trace whose start_time is not `start_time` (only
+    the sort key, and received_at for a TTL, are of use; required columns get empty values)."""
+    project, trace_id = key
+    return [
+        {
+            **dict.fromkeys(TRACES.names),
+            "project": project,
+            "trace_id": trace_id,
+            "version": version,
+            "name": "",
+            "kind": "",
+            "status": "",
+            "start_time": stored_start,
+            "span_count": 0,
+            "error_count": 0,
+            "model_count": 0,
+            "tool_count": 0,
+            "is_complete": False,
+            "received_at": received_at,
+            "is_deleted": 1,
+        }
+        for stored_start, received_at in stored.get(key, ())
+        if stored_start != start_time
+    ]
 
 
 # The input format of every INSERT: one JSON array per column (`columns.column_data`).

@@ -17,11 +17,38 @@ maintained as signals arrive (see the Facet enumeration). Nor are the two tables
 beside the signals: `ingest_keys` (the idempotency keys of written batches, scoped to the
 sending caller's project) and `held_spans` (spans a tail-sampling project keeps out of `spans`
 until their trace is decided, each as its whole row in one JSON document).
+
+The query service's read paths add what the store maintains itself (`STORE_COLUMNS`, never part
+of a row):
+
+* `arrival_seq` on spans, traces and logs: the delta-polling position of the transaction that
+  last wrote the row. SQLite takes it from the one-row `arrival_clock`, bumped once per write
+  transaction (writers are serialised, so sequences commit in order); PostgreSQL stamps the
+  writing transaction id, and `arrival_clock` is left unused there.
+* `search_vector` on spans and logs: PostgreSQL's `tsvector` of the row's search text (GIN
+  indexed). SQLite keeps the column NULL (its partial index stays empty) and searches FTS5
+  tables instead, `spans_fts` and `logs_fts`, which are not in this MetaData: the migration
+  creates them with the triggers that drop a row's entry when the row is deleted
+  (`mcpd.storage.sql.signals.statements` documents the index).
 """
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, Column, Double, Integer, PrimaryKeyConstraint, Table, Text
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Double,
+    Index,
+    Integer,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import TSVECTOR
+from sqlalchemy.schema import SchemaItem
 
 from mcpd.storage.sql.schema._common import (
     correlation_columns,
@@ -33,6 +60,39 @@ from mcpd.storage.sql.schema._common import (
 from mcpd.storage.sql.types import Count, JsonDocument, TimestampNs
 
 metadata = new_metadata()
+
+ARRIVAL_SEQ = "arrival_seq"
+SEARCH_VECTOR = "search_vector"
+STORE_COLUMNS = frozenset({ARRIVAL_SEQ, SEARCH_VECTOR})
+"""Columns the store maintains itself: not part of a row (`mcpd.signals.rows`)."""
+
+
+def arrival(table: str) -> list[SchemaItem]:
+    """The arrival sequence column and the (project, arrival_seq) index delta polls read."""
+    return [
+        Column(ARRIVAL_SEQ, Count, nullable=False, server_default=text("0")),
+        index(table, "project", ARRIVAL_SEQ),
+    ]
+
+
+def search(table: str) -> list[SchemaItem]:
+    """PostgreSQL's search vector and its GIN index. SQLite leaves the column NULL, so the
+    index is partial there and holds nothing (ingest pays nothing for it)."""
+    return [
+        Column(SEARCH_VECTOR, Text().with_variant(TSVECTOR(), "postgresql")),
+        Index(
+            f"ix_{table}_{SEARCH_VECTOR}",
+            SEARCH_VECTOR,
+            postgresql_using="gin",
+            sqlite_where=text(f"{SEARCH_VECTOR} IS NOT NULL"),
+        ),
+    ]
+
+
+def row_columns(table: Table) -> list[Column[Any]]:
+    """The table's columns that make up its rows (all but `STORE_COLUMNS`)."""
+    return [column for column in table.columns if column.name not in STORE_COLUMNS]
+
 
 spans = Table(
     "spans",
@@ -75,6 +135,8 @@ spans = Table(
     index("spans", "project", "model", "start_time"),
     index("spans", "project", "status", "start_time"),
     index("spans", "project", "received_at"),
+    *arrival("spans"),
+    *search("spans"),
 )
 
 traces = Table(
@@ -102,11 +164,14 @@ traces = Table(
     Column("is_complete", Boolean, nullable=False),
     Column("received_at", TimestampNs, nullable=False),
     PrimaryKeyConstraint("project", "trace_id"),
-    index("traces", "project", "start_time"),
+    # The sort keys of the trace list, each ending in the trace id: a page walks the index in
+    # order, and a filter on the trace id (a span-side filter) is checked in the index.
+    index("traces", "project", "start_time", "trace_id"),
     index("traces", "project", "status", "start_time"),
-    index("traces", "project", "total_cost"),
-    index("traces", "project", "duration_ns"),
+    index("traces", "project", "total_cost", "trace_id"),
+    index("traces", "project", "duration_ns", "trace_id"),
     index("traces", "project", "received_at"),
+    *arrival("traces"),
 )
 
 logs = Table(
@@ -127,6 +192,9 @@ logs = Table(
     index("logs", "project", "trace_id", "timestamp"),
     index("logs", "project", "level", "timestamp"),
     index("logs", "project", "received_at"),
+    index("logs", "project", "timestamp", "log_id"),
+    *arrival("logs"),
+    *search("logs"),
 )
 
 metrics = Table(
@@ -175,6 +243,7 @@ scores = Table(
     index("scores", "project", "trace_id"),
     index("scores", "project", "scorer_id", "timestamp"),
     index("scores", "project", "received_at"),
+    index("scores", "project", "timestamp", "score_id"),
 )
 
 feedback = Table(
@@ -196,6 +265,7 @@ feedback = Table(
     PrimaryKeyConstraint("project", "feedback_id"),
     index("feedback", "project", "trace_id"),
     index("feedback", "project", "received_at"),
+    index("feedback", "project", "timestamp", "feedback_id"),
 )
 
 aspect_notes = Table(
@@ -292,4 +362,13 @@ held_spans = Table(
     # The span's row (`mcpd.signals.rows.SpanRow`), every key present.
     Column("row", JsonDocument, nullable=False),
     PrimaryKeyConstraint("project", "trace_id", "span_id"),
+)
+
+arrival_clock = Table(
+    "arrival_clock",
+    metadata,
+    # One row (id 1): the last arrival sequence SQLite handed out.
+    Column("id", Integer, nullable=False),
+    Column("seq", Count, nullable=False),
+    PrimaryKeyConstraint("id"),
 )

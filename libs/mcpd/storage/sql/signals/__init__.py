@@ -1,9 +1,11 @@
 """The trace store's signal surface on SQLite and PostgreSQL.
 
 `writes` holds `write_batches` and `release_held` (one transaction each, opened by the store),
-`reproject` the projection maintenance they share, `reads` the reads, and `statements` the
-dialect-specific statements and PostgreSQL's per-trace advisory locks. The logic every backend
-shares (rows, projection, facets) is in `mcpd.signals`.
+`reproject` the projection maintenance they share, `reads` the reads of whole traces, and
+`statements` the dialect-specific statements (bulk upserts with their arrival stamps and search
+index, PostgreSQL's per-trace advisory locks). The query service's questions have a module
+each: `lists`, `analytics`, `deltas` and `erasure`. The logic every backend shares (rows,
+projection, facets, search text) is in `mcpd.signals`.
 """
 
 from mcpd.storage.sql.signals.reads import (

@@ -1,7 +1,9 @@
 """Reading signals back: one trace with what hangs off it, a session's spans, held traces,
 facet counts.
 
-Rows come back as `mcpd.signals.rows` dicts keyed by column name, every column present. Spans
+Rows come back as `mcpd.signals.rows` dicts keyed by column name, every column of the row
+present and nothing else (`select_rows` leaves out what the store keeps for itself: arrival
+sequences, search vectors); the query service's lists (`lists`) read rows the same way. Spans
 are put in read order in Python (`order_spans`), since their depth in the tree is not a column.
 """
 
@@ -10,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, func, select
+from sqlalchemy import Connection, Select, Table, func, select
 
 from mcpd.signals.batch import HeldTrace, TraceRecords
 from mcpd.signals.projection import HELD_SPAN_FIELDS, order_spans, summarize_held
 from mcpd.signals.rows import FeedbackRow, LogRow, ScoreRow, SpanRow, TraceRow
 from mcpd.storage.sql.schema import trace as schema
-from mcpd.storage.sql.schema.trace import facet_values, held_spans
+from mcpd.storage.sql.schema.trace import facet_values, held_spans, row_columns
 
 # Each held-span field read out of the JSON row as text (portable: SQLite's json_extract and
 # PostgreSQL's ->> agree on text), then converted here.
@@ -30,12 +32,13 @@ def trace_records(
 ) -> TraceRecords | None:
     """One trace of one project and what hangs off it (see `TraceStore.trace_records`)."""
     traces = schema.traces
-    found = _rows(
-        conn, select(traces).where(traces.c.project == project, traces.c.trace_id == trace_id)
+    found = rows_of(
+        conn,
+        select_rows(traces).where(traces.c.project == project, traces.c.trace_id == trace_id),
     )
     if not found:
         return None
-    span_rows = _rows(conn, _of_trace(schema.spans, project, trace_id))
+    span_rows = rows_of(conn, _of_trace(schema.spans, project, trace_id))
     return TraceRecords(
         trace=cast(TraceRow, found[0]),
         spans=order_spans(cast(list[SpanRow], span_rows)),
@@ -59,12 +62,12 @@ def session_spans(conn: Connection, project: str, session_id: str, *, limit: int
         return []
     spans = schema.spans
     statement = (
-        select(spans)
+        select_rows(spans)
         .where(spans.c.project == project, spans.c.session_id == session_id)
         .order_by(spans.c.start_time.desc(), spans.c.span_id.desc(), spans.c.trace_id.desc())
         .limit(limit)
     )
-    rows = _rows(conn, statement)
+    rows = rows_of(conn, statement)
     rows.reverse()
     return cast(list[SpanRow], rows)
 
@@ -112,7 +115,7 @@ def _truthy(text: Any) -> bool:
 
 
 def _of_trace(table: Table, project: str, trace_id: str) -> Any:
-    return select(table).where(table.c.project == project, table.c.trace_id == trace_id)
+    return select_rows(table).where(table.c.project == project, table.c.trace_id == trace_id)
 
 
 def _timed(
@@ -121,10 +124,16 @@ def _timed(
     if not wanted:
         return []
     statement = _of_trace(table, project, trace_id).order_by(table.c.timestamp, table.c[id_column])
-    return _rows(conn, statement)
+    return rows_of(conn, statement)
 
 
-def _rows(conn: Connection, statement: Any) -> list[dict[str, Any]]:
+def select_rows(table: Table) -> Select[Any]:
+    """SELECT the columns of `table`'s rows (see the module docstring)."""
+    return select(*row_columns(table))
+
+
+def rows_of(conn: Connection, statement: Any) -> list[dict[str, Any]]:
+    """The statement's result as dicts keyed by column name."""
     result = conn.execute(statement)
     names: Sequence[str] = list(result.keys())
     return [dict(zip(names, values, strict=True)) for values in result]

@@ -20,6 +20,29 @@ commit, become U+FFFD on both backends alike.
 
 Rows sharing a statement must not share a key (PostgreSQL refuses to update one row twice in one
 statement); callers deduplicate.
+
+Two things ride along with the upserts of spans, traces and logs:
+
+* **Arrival stamps.** The rows of one write transaction share one `arrival_seq`
+  (`next_arrival`), bound once to the statement rather than copied into every row.
+* **The search index** of spans and logs, over `mcpd.signals.search`'s text (at most
+  `MAX_SEARCH_CHARS` of it). Its words are runs of letters and digits (`search_words`): `_` and
+  punctuation separate, so `a@b.com` is `a`, `b` and `com`, as FTS5's unicode61 splits it.
+
+  PostgreSQL: the upsert sets `search_vector` to the words of the text case folded here with
+  `str.casefold()` (`folded_words`), cast to `tsvector`. Those are the lexemes
+  `to_tsvector('simple', ...)` would make of them, without its parser (whose email, URL and
+  path tokens would not be words, and which measured half the cost of a span's write) and
+  without positions (a match needs every word, anywhere); the database's locale plays no part.
+  Words are letters and digits only, so each is a valid lexeme as it stands.
+
+  SQLite: an FTS5 table per searched table (`fts_table`), whose rowid is the row's rowid and
+  which stores the text itself (SQLite 3.40 has no contentless delete). One statement before
+  the upsert drops the entries of the rows about to be replaced; one executemany after it
+  inserts the new entries, each under the rowid its primary key finds. (An UPDATE trigger
+  could drop stale entries, but merely having one cost 35 µs per inserted span: every
+  execution of the upsert then opens the FTS table.) A deleted row's entry goes with it by the
+  DELETE trigger the migration creates, so erasure and retention need nothing more.
 """
 
 from __future__ import annotations
@@ -28,25 +51,65 @@ import functools
 import hashlib
 import json
 import json.encoder
-from collections.abc import Callable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, assert_never
 
-from sqlalchemy import BigInteger, Connection, Table, Text, bindparam, column, func, select
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Connection,
+    Table,
+    Text,
+    bindparam,
+    cast,
+    column,
+    func,
+    literal_column,
+    select,
+    update,
+)
+from sqlalchemy import text as sql_text
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.dialects.postgresql import psycopg
+from sqlalchemy.dialects.postgresql import TSVECTOR, psycopg
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.dml import Insert
 
+from mcpd.signals.search import log_search_text, span_search_text
 from mcpd.storage.sql.dialect import SqlDialect
-from mcpd.storage.sql.schema.trace import facet_values, ingest_keys
+from mcpd.storage.sql.schema.trace import (
+    ARRIVAL_SEQ,
+    SEARCH_VECTOR,
+    arrival_clock,
+    facet_values,
+    ingest_keys,
+    metadata,
+    row_columns,
+)
 from mcpd.storage.sql.types import JsonDocument
 
 # Keys per IN list (well under SQLite's 32766 variables and PostgreSQL's 65535 parameters).
 CHUNK = 500
 # Rows per PostgreSQL recordset statement: bounds one statement's memory on either side.
 _RECORDSET_ROWS = 5000
+# The indexed prefix of a row's search text. A tsvector holds at most 1 MB, and the words of
+# this many characters (at most 4 bytes each, plus 4 per distinct word) stay well under it.
+MAX_SEARCH_CHARS = 100_000
+_WORD = re.compile(r"[^\W_]+")
+# PostgreSQL refuses a longer lexeme in a tsvector's text.
+_MAX_LEXEME_BYTES = 2047
+_LONG_ASCII_WORD = re.compile(f"[a-z0-9]{{{_MAX_LEXEME_BYTES + 1},}}")
+# Every byte but an ASCII letter or digit becomes a space.
+_ASCII_SEPARATORS = bytes(
+    byte if byte < 128 and chr(byte).isalnum() else ord(" ") for byte in range(256)
+)
+# The search text of each searched table's rows.
+SEARCH_TEXT: Mapping[str, Callable[[Any], str]] = {
+    "spans": span_search_text,
+    "logs": log_search_text,
+}
 
 
 def dialect_insert(target: Table, dialect: SqlDialect) -> Any:
@@ -60,10 +123,10 @@ def dialect_insert(target: Table, dialect: SqlDialect) -> Any:
             assert_never(dialect)
 
 
-def _on_conflict(statement: Any, target: Table) -> Insert:
-    """The conflict clause of `target`'s upsert: a facet value's `last_seen` only moves forward
-    (and the row is not rewritten when it would not move); any other row replaces the stored
-    row with the same primary key."""
+def _on_conflict(statement: Any, target: Table, names: Iterable[str]) -> Insert:
+    """The conflict clause of `target`'s upsert of the columns `names`: a facet value's
+    `last_seen` only moves forward (and the row is not rewritten when it would not move); any
+    other row replaces the stored row with the same primary key."""
     keys = [key.name for key in target.primary_key.columns]
     if target is facet_values:
         result: Insert = statement.on_conflict_do_update(
@@ -72,16 +135,9 @@ def _on_conflict(statement: Any, target: Table) -> Insert:
             where=statement.excluded.last_seen > facet_values.c.last_seen,
         )
         return result
-    replaced = {c.name: statement.excluded[c.name] for c in target.columns if c.name not in keys}
+    replaced = {name: statement.excluded[name] for name in names if name not in keys}
     result = statement.on_conflict_do_update(index_elements=keys, set_=replaced)
     return result
-
-
-@functools.cache
-def upsert(target: Table, dialect: SqlDialect) -> Insert:
-    """`INSERT ... ON CONFLICT (primary key) DO UPDATE` for one row of `target` (see
-    `_on_conflict` for what an update changes)."""
-    return _on_conflict(dialect_insert(target, dialect), target)
 
 
 @functools.cache
@@ -92,6 +148,109 @@ def insert_new_keys(dialect: SqlDialect) -> Insert:
     return result
 
 
+# --- arrival stamps and the search index -----------------------------------------------------
+
+_BUMP_CLOCK = (
+    update(arrival_clock)
+    .where(arrival_clock.c.id == 1)
+    .values(seq=arrival_clock.c.seq + 1)
+    .returning(arrival_clock.c.seq)
+)
+_TRANSACTION_ID = select(func.pg_current_xact_id().cast(Text).cast(BigInteger))
+
+
+def next_arrival(conn: Connection, dialect: SqlDialect) -> int:
+    """The arrival sequence of this write transaction; call it once per transaction.
+
+    SQLite: the clock's next value (writers are serialised, so sequences commit in order).
+    PostgreSQL: the transaction's id, which the delta poll bounds by the oldest one running.
+    """
+    match dialect:
+        case SqlDialect.SQLITE:
+            seq: int = conn.execute(_BUMP_CLOCK).scalar_one()
+        case SqlDialect.POSTGRES:
+            seq = conn.execute(_TRANSACTION_ID).scalar_one()
+        case _:
+            assert_never(dialect)
+    return seq
+
+
+def search_words(text: str) -> list[str]:
+    """The words of `text`: runs of letters and digits, in order."""
+    return _WORD.findall(text)
+
+
+def indexed_text(table: str, row: Mapping[str, Any]) -> str:
+    """The part of a row's search text the index holds."""
+    try:
+        return SEARCH_TEXT[table](row)[:MAX_SEARCH_CHARS]
+    except TypeError:
+        # A row without its name or message, which the database's NOT NULL refuses: the
+        # write must fail with that refusal, as it does for every other broken row.
+        return ""
+
+
+def folded_words(text: str) -> str:
+    """What PostgreSQL's tsvector is made of: the words of the case-folded text, separated by
+    spaces, without those too long to be a lexeme.
+
+    ASCII text (most of it) takes a byte translation, the same words as `search_words` at a
+    tenth of the regex's cost."""
+    folded = text.casefold()
+    if folded.isascii():
+        words = folded.encode("ascii").translate(_ASCII_SEPARATORS).decode("ascii")
+        return words if len(words) <= _MAX_LEXEME_BYTES else _LONG_ASCII_WORD.sub("", words)
+    return " ".join(
+        word for word in search_words(folded) if len(word.encode()) <= _MAX_LEXEME_BYTES
+    )
+
+
+def fts_table(table: str) -> str:
+    """SQLite's FTS5 table of a searched table."""
+    return f"{table}_fts"
+
+
+def rebuild_search_index(conn: Connection, dialect: SqlDialect, table: str) -> int:
+    """Index every stored row of a searched table anew (once when the index is added; again
+    whenever what is indexed changes); returns how many rows were indexed."""
+    target = metadata.tables[table]
+    columns = row_columns(target)
+    keys = list(target.primary_key.columns)
+    match dialect:
+        case SqlDialect.SQLITE:
+            conn.exec_driver_sql(f"DELETE FROM {fts_table(table)}")
+            read = select(literal_column("rowid").label("_rowid"), *columns)
+            write: Any = sql_text(
+                f"INSERT INTO {fts_table(table)} (rowid, search_text) VALUES (:_rowid, :text)"
+            )
+
+            def params(row: Mapping[Any, Any]) -> dict[str, Any]:
+                return {"_rowid": row["_rowid"], "text": indexed_text(table, row)}
+
+        case SqlDialect.POSTGRES:
+            read = select(*columns)
+            write = (
+                update(target)
+                .where(*[key == bindparam(f"_{key.name}") for key in keys])
+                .values({SEARCH_VECTOR: cast(bindparam("_words"), TSVECTOR)})
+            )
+
+            def params(row: Mapping[Any, Any]) -> dict[str, Any]:
+                words = folded_words(indexed_text(table, row))
+                return {"_words": words, **{f"_{key.name}": row[key.name] for key in keys}}
+
+        case _:
+            assert_never(dialect)
+    count = 0
+    # yield_per on the statement: on the connection it would stream the writes too, and
+    # psycopg cannot executemany on a server-side cursor.
+    result = conn.execute(read.execution_options(yield_per=CHUNK))
+    for partition in result.mappings().partitions():
+        conn.execute(write, [params(row) for row in partition])
+        count += len(partition)
+    return count
+
+
 # --- bulk upserts ----------------------------------------------------------------------------
 
 
@@ -100,27 +259,48 @@ class BulkUpsert:
     """A compiled upsert, the column order of its parameters, and how to build them."""
 
     dialect: SqlDialect
+    table: str
     sql: str
+    # The row's columns, in the order the statement binds them.
     columns: tuple[str, ...]
     json_positions: tuple[int, ...]
     text_positions: tuple[int, ...]
     # `itemgetter(*columns)`: one C call per row where a comprehension of `get`s costs fifty.
     pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
+    # Whether the table has `arrival_seq` (bound once per statement, after the row's columns).
+    stamped: bool
+    # Whether the table is searched (`SEARCH_TEXT`), and SQLite's statements on its FTS table.
+    searched: bool
+    unindex_sql: str
+    index_sql: str
+    # SQLite: where the primary key is among `columns`.
+    key_positions: tuple[int, ...]
+    # PostgreSQL: the names of the statement's parameters, in order ("rows", "arrival").
+    param_names: tuple[str, ...]
 
-    def execute(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Write `rows` (a missing key is NULL, an extra one is ignored)."""
+    def execute(
+        self, conn: Connection, rows: Sequence[Mapping[str, Any]], *, arrival: int | None = None
+    ) -> None:
+        """Write `rows` (a missing key is NULL, an extra one is ignored), stamped with `arrival`
+        (required for a table with an arrival sequence), and index their search text."""
         if not rows:
             return
+        if self.stamped and arrival is None:
+            raise ValueError(f"rows of {self.table} need an arrival sequence")
+        stamp = (arrival,) if self.stamped else ()
         match self.dialect:
             case SqlDialect.SQLITE:
-                conn.exec_driver_sql(self.sql, [self.params(row) for row in rows])
+                params = [self.params(row) + stamp for row in rows]
+                if self.searched:
+                    self._unindex_fts(conn, params)
+                conn.exec_driver_sql(self.sql, params)
+                if self.searched:
+                    self._index_fts(conn, rows, params)
             case SqlDialect.POSTGRES:
                 for start in range(0, len(rows), _RECORDSET_ROWS):
-                    chunk = [
-                        row if isinstance(row, dict) else dict(row)
-                        for row in rows[start : start + _RECORDSET_ROWS]
-                    ]
-                    conn.exec_driver_sql(self.sql, (json_text(chunk),))
+                    chunk = [self._document(row) for row in rows[start : start + _RECORDSET_ROWS]]
+                    values = {"rows": json_text(chunk), "arrival": arrival}
+                    conn.exec_driver_sql(self.sql, tuple(values[n] for n in self.param_names))
             case _:
                 assert_never(self.dialect)
 
@@ -140,6 +320,31 @@ class BulkUpsert:
             if text is not None and "\x00" in text:
                 values[position] = text.replace("\x00", "\ufffd")
         return tuple(values)
+
+    def _unindex_fts(self, conn: Connection, params: Sequence[tuple[Any, ...]]) -> None:
+        # The primary keys as stored (NUL replaced), in one JSON array.
+        key = itemgetter(*self.key_positions)
+        conn.exec_driver_sql(self.unindex_sql, (json_text([key(values) for values in params]),))
+
+    def _index_fts(
+        self,
+        conn: Connection,
+        rows: Sequence[Mapping[str, Any]],
+        params: Sequence[tuple[Any, ...]],
+    ) -> None:
+        key = itemgetter(*self.key_positions)
+        conn.exec_driver_sql(
+            self.index_sql,
+            [
+                (indexed_text(self.table, row), *key(values))
+                for row, values in zip(rows, params, strict=True)
+            ],
+        )
+
+    def _document(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        if self.searched:
+            return {**row, SEARCH_VECTOR: folded_words(indexed_text(self.table, row))}
+        return row if isinstance(row, dict) else dict(row)
 
 
 def _compact_chunks() -> Callable[[Any, int], Sequence[str]]:
@@ -198,19 +403,44 @@ def _positional(dialect: SqlDialect) -> Dialect:
             assert_never(dialect)
 
 
+def _written(target: Table, dialect: SqlDialect) -> list[str]:
+    """The columns an upsert of `target` writes: the row's, the arrival sequence, and on
+    PostgreSQL the search vector."""
+    names = [c.name for c in row_columns(target)]
+    if ARRIVAL_SEQ in target.c:
+        names.append(ARRIVAL_SEQ)
+    if dialect is SqlDialect.POSTGRES and target.name in SEARCH_TEXT:
+        names.append(SEARCH_VECTOR)
+    return names
+
+
 def _statement(target: Table, dialect: SqlDialect) -> Insert:
+    names = _written(target, dialect)
     match dialect:
         case SqlDialect.SQLITE:
-            return upsert(target, dialect)
+            return _on_conflict(sqlite.insert(target), target, names)
         case SqlDialect.POSTGRES:
-            names = [c.name for c in target.columns]
+            # The recordset carries the row's columns, and the search text as `search_vector`.
+            carried = [
+                column(name, Text if name == SEARCH_VECTOR else target.c[name].type)
+                for name in names
+                if name != ARRIVAL_SEQ
+            ]
             records = (
                 func.json_to_recordset(bindparam("rows", type_=postgresql.JSON))
-                .table_valued(*[column(c.name, c.type) for c in target.columns])
+                .table_valued(*carried)
                 .render_derived(name="v", with_types=True)
             )
-            rows = select(*[records.c[name] for name in names])
-            return _on_conflict(postgresql.insert(target).from_select(names, rows), target)
+
+            def selected(name: str) -> ColumnElement[Any]:
+                if name == ARRIVAL_SEQ:
+                    return bindparam("arrival", type_=BigInteger)
+                if name == SEARCH_VECTOR:
+                    return cast(records.c[name], TSVECTOR)
+                return records.c[name]
+
+            rows = select(*[selected(name) for name in names])
+            return _on_conflict(postgresql.insert(target).from_select(names, rows), target, names)
         case _:
             assert_never(dialect)
 
@@ -218,15 +448,26 @@ def _statement(target: Table, dialect: SqlDialect) -> Insert:
 @functools.cache
 def bulk_upsert(target: Table, dialect: SqlDialect) -> BulkUpsert:
     """The upsert of `target` (see `_on_conflict`), compiled for bulk writes."""
-    compiled = _statement(target, dialect).compile(dialect=_positional(dialect))
-    names = [c.name for c in target.columns]
-    columns = tuple(compiled.positiontup or ())
-    if dialect is SqlDialect.SQLITE and sorted(columns) != sorted(names):
-        raise ValueError(f"the statement does not bind exactly the columns of {target.name}")
+    names = _written(target, dialect)
+    compiled = _statement(target, dialect).compile(dialect=_positional(dialect), column_keys=names)
+    bound = tuple(compiled.positiontup or ())
+    stamped = ARRIVAL_SEQ in names
+    match dialect:
+        case SqlDialect.SQLITE:
+            if sorted(bound) != sorted(names) or (stamped and bound[-1] != ARRIVAL_SEQ):
+                raise ValueError(
+                    f"the statement does not bind the columns of {target.name} in order"
+                )
+            columns = bound[:-1] if stamped else bound
+        case SqlDialect.POSTGRES:
+            columns = tuple(name for name in names if name not in (ARRIVAL_SEQ, SEARCH_VECTOR))
+        case _:
+            assert_never(dialect)
     kinds = {c.name: c.type for c in target.columns}
-    columns = columns if dialect is SqlDialect.SQLITE else tuple(names)
+    searched = target.name in SEARCH_TEXT
     return BulkUpsert(
         dialect=dialect,
+        table=target.name,
         sql=compiled.string,
         columns=columns,
         json_positions=tuple(
@@ -234,6 +475,35 @@ def bulk_upsert(target: Table, dialect: SqlDialect) -> BulkUpsert:
         ),
         text_positions=tuple(i for i, name in enumerate(columns) if isinstance(kinds[name], Text)),
         pick=itemgetter(*columns),
+        stamped=stamped,
+        searched=searched,
+        unindex_sql=_fts_delete(target) if searched and dialect is SqlDialect.SQLITE else "",
+        index_sql=_fts_insert(target) if searched and dialect is SqlDialect.SQLITE else "",
+        key_positions=tuple(columns.index(key.name) for key in target.primary_key.columns),
+        param_names=bound,
+    )
+
+
+def _fts_delete(target: Table) -> str:
+    """SQLite: drop the entries of the stored rows among a JSON array of primary keys."""
+    keys = " AND ".join(
+        f"t.{key.name} = json_extract(k.value, '$[{position}]')"
+        for position, key in enumerate(target.primary_key.columns)
+    )
+    return (
+        f"DELETE FROM {fts_table(target.name)} WHERE rowid IN "
+        f"(SELECT t.rowid FROM json_each(?) AS k JOIN {target.name} AS t ON {keys})"
+    )
+
+
+def _fts_insert(target: Table) -> str:
+    """SQLite: index one row's text under the rowid of the row with the given primary key."""
+    keys = " AND ".join(f"{key.name} = ?" for key in target.primary_key.columns)
+    # VALUES with a scalar subquery: measured six times faster than INSERT ... SELECT, which
+    # SQLite runs through a coroutine into the virtual table for every row.
+    return (
+        f"INSERT INTO {fts_table(target.name)} (search_text, rowid) "
+        f"VALUES (?, (SELECT rowid FROM {target.name} WHERE {keys}))"
     )
 
 

@@ -16,6 +16,8 @@
 4. **Projection** of every touched trace (`reproject`), read before the rows are written.
 5. **Writes**: one bulk upsert per table (`statements.BulkUpsert`), then the projection rows,
    then the facet values (`last_seen` is the batch's arrival, and only ever moves forward).
+   Spans, logs and projection rows carry the transaction's arrival sequence
+   (`statements.next_arrival`), and the upserts of spans and logs keep the search index.
 
 Every statement that takes row locks takes them in key order, and the phases run in the same
 order in every writer, so two PostgreSQL writers cannot deadlock.
@@ -48,6 +50,7 @@ from mcpd.storage.sql.signals.statements import (
     bulk_upsert,
     insert_new_keys,
     lock_traces,
+    next_arrival,
 )
 
 Row = Mapping[str, Any]
@@ -138,14 +141,15 @@ def write_batches(
         gathered.scores.values(),
         gathered.feedback.values(),
     )
-    _upsert(conn, dialect, spans, gathered.spans)
+    arrival = next_arrival(conn, dialect) if any(written) else 0
+    _upsert(conn, dialect, spans, gathered.spans, arrival)
     _upsert(conn, dialect, held_spans, gathered.held)
-    _upsert(conn, dialect, logs, gathered.logs)
+    _upsert(conn, dialect, logs, gathered.logs, arrival)
     _upsert(conn, dialect, metrics, gathered.metrics)
     _upsert(conn, dialect, scores, gathered.scores)
     _upsert(conn, dialect, feedback, gathered.feedback)
     _upsert(conn, dialect, aspect_notes, gathered.notes)
-    _upsert_traces(conn, dialect, projected)
+    _upsert_traces(conn, dialect, projected, arrival)
     _upsert_facets(conn, dialect, gathered.facets)
     return written
 
@@ -212,23 +216,34 @@ def release_held(
         return 0
     touched = {(key[0], key[1]) for key in moved}
     projected = reproject(conn, touched, moved.values(), (), ())
-    _upsert(conn, dialect, spans, moved)
-    _upsert_traces(conn, dialect, projected)
+    arrival = next_arrival(conn, dialect)
+    _upsert(conn, dialect, spans, moved, arrival)
+    _upsert_traces(conn, dialect, projected, arrival)
     facets: dict[FacetValue, int] = {}
     _note_facets(facets, span_facets(cast(Iterable[SpanRow], moved.values())), latest)
     _upsert_facets(conn, dialect, facets)
     return len(moved)
 
 
-def _upsert(conn: Connection, dialect: SqlDialect, table: Table, rows: Mapping[Key, Row]) -> None:
+def _upsert(
+    conn: Connection,
+    dialect: SqlDialect,
+    table: Table,
+    rows: Mapping[Key, Row],
+    arrival: int | None = None,
+) -> None:
     if rows:
-        bulk_upsert(table, dialect).execute(conn, [rows[key] for key in sorted(rows)])
+        bulk_upsert(table, dialect).execute(
+            conn, [rows[key] for key in sorted(rows)], arrival=arrival
+        )
 
 
-def _upsert_traces(conn: Connection, dialect: SqlDialect, projected: Sequence[TraceRow]) -> None:
+def _upsert_traces(
+    conn: Connection, dialect: SqlDialect, projected: Sequence[TraceRow], arrival: int
+) -> None:
     if projected:
-        keyed = {(row["project"], row["trace_id"]): row for row in projected}
-        bulk_upsert(traces, dialect).execute(conn, [keyed[key] for key in sorted(keyed)])
+        keyed: dict[Key, Row] = {(row["project"], row["trace_id"]): row for row in projected}
+        _upsert(conn, dialect, traces, keyed, arrival)
 
 
 def _upsert_facets(conn: Connection, dialect: SqlDialect, facets: Mapping[FacetValue, int]) -> None:
