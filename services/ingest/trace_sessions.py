@@ -72,6 +72,7 @@ from typing import Any, Protocol
 
 from mcpd.runtime.clock import Clock
 from mcpd.sessions.model import (
+    TRACE_HARNESS,
     AssembledSession,
     EventType,
     ParsedEvent,
@@ -97,7 +98,7 @@ __all__ = [
 
 log = logging.getLogger("mcpd.ingest.trace_sessions")
 
-HARNESS = "mcpd"
+HARNESS = TRACE_HARNESS
 # The source of a session whose spans name no service.
 DEFAULT_SOURCE = "mcpd"
 # The most spans one rebuild reads (the newest ones).

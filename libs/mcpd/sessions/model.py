@@ -46,6 +46,10 @@ HARNESSES = (
 )
 
 
+TRACE_HARNESS = "mcpd"
+"""The harness of the sessions built from ingested traces that carry a session id."""
+
+
 @dataclass(frozen=True, slots=True)
 class ParseError:
     """A line a parser could not read: recorded as an ingest error, never a stop."""

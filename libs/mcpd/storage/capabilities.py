@@ -23,11 +23,11 @@ Why:
 
 * text_search / unicode_case_folding. SQLite matches words through an FTS5 index with the
   `unicode61` tokenizer, which splits on Unicode word boundaries and folds case (and
-  diacritics) for all of Unicode. PostgreSQL matches words through a `tsvector` built with the
-  `simple` configuration over text the daemon has already case-folded with Python's
-  `str.casefold()` (and the query term likewise), so the result does not depend on the
-  database's locale. ClickHouse matches substrings with `ILIKE`, whose case-insensitive UTF-8
-  matching folds non-ASCII letters (CAFÉ finds café); a token index would fold ASCII only.
+  diacritics) for all of Unicode. PostgreSQL matches words through a `tsvector` of the words the
+  daemon split and case-folded with Python's `str.casefold()` (and the query's words likewise,
+  ANDed in a `tsquery`), so the result does not depend on the database's locale or parser.
+  ClickHouse matches substrings with `ILIKE`, whose case-insensitive UTF-8 matching folds
+  non-ASCII letters (CAFÉ finds café); a token index would fold ASCII only.
 * immediate_deletes. SQLite and PostgreSQL deletes are committed when the call returns;
   ClickHouse deletes are mutations applied asynchronously.
 * discovery / discovery_label_values. Every backend keeps the `facet_values` table (project,

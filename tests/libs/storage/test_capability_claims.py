@@ -12,6 +12,7 @@ from sqlalchemy import text
 
 from mcpd.storage.clickhouse.executor import ChdbExecutor
 from mcpd.storage.sql.engine import Synchronous, create_postgres_engine, create_sqlite_engine
+from mcpd.storage.sql.signals.statements import folded_words
 
 DOCS = ["Le CAFÉ est prêt", "checkout failed", "refunds issued", "ДОМ на улице"]
 
@@ -58,16 +59,17 @@ def test_clickhouse_ilike_matches_substrings_and_folds_unicode_case(tmp_path: Pa
         executor.close()
 
 
-def test_postgres_simple_tsvector_over_casefolded_text_matches_words(postgres_url: str) -> None:
+def test_postgres_tsvector_of_casefolded_words_matches_words(postgres_url: str) -> None:
     engine = create_postgres_engine(postgres_url)
     try:
         with engine.connect() as conn:
 
             def matches(doc: str, term: str) -> bool:
-                # Both sides folded by Python, so the database's locale plays no part.
+                # Both sides split and folded by the daemon, as the store indexes and queries.
+                query = " & ".join(folded_words(term).split())
                 result = conn.execute(
-                    text("SELECT to_tsvector('simple', :d) @@ plainto_tsquery('simple', :q)"),
-                    {"d": doc.casefold(), "q": term.casefold()},
+                    text("SELECT CAST(:d AS tsvector) @@ CAST(:q AS tsquery)"),
+                    {"d": folded_words(doc), "q": query},
                 ).scalar_one()
                 return bool(result)
 
@@ -75,5 +77,6 @@ def test_postgres_simple_tsvector_over_casefolded_text_matches_words(postgres_ur
             assert matches("ДОМ на улице", "Дом")
             assert not matches("checkout failed", "heck")
             assert not matches("refunds issued", "refund")
+            assert matches("refunds issued", "ISSUED refunds")
     finally:
         engine.dispose()

@@ -34,7 +34,7 @@ from mcpd.storage.sql.schema import trace as schema
 from mcpd.storage.sql.sessions import SqlSessionStore
 from mcpd.storage.sql.signals import erasure
 from mcpd.storage.sql.stores import SqlTraceStore
-from services.ingest.trace_sessions import HARNESS, TraceSessions
+from services.ingest.trace_sessions import TraceSessions
 from tests.libs.signals.samples import MS, T0, aspect_note, feedback, log, metric, score, span
 from tests.libs.storage.helpers import OpenedStore, open_store, sql_engine
 
@@ -464,7 +464,6 @@ def _found_in_file(world: World) -> set[str]:
 
 def test_every_trace_store_table_is_scanned() -> None:
     # The scan above is only as good as its table list: the session read model's tables are
-    # on the trace store's MetaData, and the subject's harness is the one erasure matches.
+    # on the trace store's MetaData.
     names = {table.name for table in schema.metadata.sorted_tables}
     assert {"spans", "traces", "held_spans", "sessions", "events", "turns"} <= names
-    assert erasure.TRACE_SESSION_HARNESS == HARNESS

@@ -40,6 +40,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mcpd.runtime.errors import InvalidArgument
+from mcpd.sessions.model import TRACE_HARNESS
 from mcpd.signals.queries import STAT_SIGNALS, ErasureCounts, ErasureSubject
 from mcpd.storage.clickhouse.executor import ClickHouseError, ClickHouseExecutor
 from mcpd.storage.clickhouse.signals import _WRITE_LOCK
@@ -51,10 +52,8 @@ TRACE_TABLES: tuple[str, ...] = ("spans", "held_spans", "traces")
 CORRELATED_TABLES: tuple[str, ...] = ("logs", "metrics", "scores", "feedback", "aspect_notes")
 _IDENTITY: dict[str, tuple[str, ...]] = {**ROW_ID, "traces": ("trace_id",)}
 
-# The harness of the sessions the session read model builds from traces, keyed by the traces'
-# session id (services/ingest/trace_sessions.py: HARNESS; libs cannot import services).
-TRACE_SESSION_HARNESS = "mcpd"
-# The session read model's tables, and the column naming a session in each.
+# The session read model's tables; sessions built from traces (harness TRACE_HARNESS) are keyed
+# by the traces' session id.
 SESSION_TABLES: tuple[tuple[str, str], ...] = (
     ("sessions", "id"),
     ("turns", "session_id"),
@@ -382,7 +381,7 @@ class _Eraser:
                 for (session_id,) in self.executor.query(
                     f"SELECT DISTINCT id FROM sessions WHERE {_PROJECT} "
                     "AND harness = {harness:String} AND session_key IN {ids:Array(String)}",
-                    {"project": self.project, "harness": TRACE_SESSION_HARNESS, "ids": chunk},
+                    {"project": self.project, "harness": TRACE_HARNESS, "ids": chunk},
                 )
             }
         )

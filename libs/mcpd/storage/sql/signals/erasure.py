@@ -62,6 +62,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 
 from mcpd.runtime.errors import InvalidArgument
+from mcpd.sessions.model import TRACE_HARNESS
 from mcpd.signals.queries import STAT_SIGNALS, ErasureCounts, ErasureSubject
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.schema.sessions import (
@@ -90,9 +91,6 @@ from mcpd.storage.sql.signals.statements import (
     lock_traces,
     next_arrival,
 )
-
-TRACE_SESSION_HARNESS = "mcpd"
-"""The harness of sessions built from traces (`services.ingest.trace_sessions.HARNESS`)."""
 
 RETENTION_ROWS = 5_000
 """Rows one retention transaction deletes from one table, at most."""
@@ -257,7 +255,7 @@ def _erase_sessions(
     """Remove the read model's sessions built from the erased traces or keyed by `named`;
     return how many."""
     wanted: list[ColumnElement[bool]] = [
-        (sessions.c.harness == TRACE_SESSION_HARNESS) & sessions.c.session_key.in_(chunk)
+        (sessions.c.harness == TRACE_HARNESS) & sessions.c.session_key.in_(chunk)
         for chunk in chunks(sorted(trace_session_keys))
     ]
     if named is not None:
