@@ -16,7 +16,7 @@ import pytest
 from mcpd.signals.batch import SignalBatch
 from mcpd.signals.projection import project_trace
 from mcpd.signals.queries import SpanQuery, TraceQuery, Window
-from mcpd.signals.rows import SpanRow
+from mcpd.signals.rows import SpanRow, TraceRow
 from mcpd.storage.clickhouse import ChdbExecutor, ClickHouseTraceStore
 from mcpd.storage.clickhouse.migrate import MIGRATIONS_DIR, load_migrations, migrate
 from mcpd.storage.clickhouse.signals import columns
@@ -69,6 +69,11 @@ class Store:
     def value(self, sql: str) -> Any:
         return self.executor.inner.query(sql)[0][0]
 
+    def trace(self, trace_id: str = "t1") -> TraceRow:
+        found = self.store.trace_records("p", trace_id, logs=False, scores=False, feedback=False)
+        assert found is not None
+        return found.trace
+
 
 @pytest.fixture
 def ch(tmp_path: Path) -> Iterator[Store]:
@@ -87,7 +92,7 @@ def test_traces_are_ordered_for_the_list_with_skip_indexes(ch: Store) -> None:
         "SELECT engine_full, sorting_key, partition_key FROM system.tables "
         "WHERE database = currentDatabase() AND name = 'traces'"
     )[0]
-    assert str(engine).startswith("ReplacingMergeTree(version, is_deleted) PARTITION BY")
+    assert str(engine).startswith("ReplacingMergeTree(version) PARTITION BY")
     assert (sorting_key, partition_key) == ("project, start_time, trace_id", "toYYYYMM(start_time)")
     indexes = ch.executor.inner.query(
         "SELECT name, type_full FROM system.data_skipping_indices "
@@ -142,12 +147,12 @@ def test_a_trace_whose_start_moved_is_listed_once(ch: Store) -> None:
 
     assert ch.listed() == [("t1", T0)]
     assert ch.listed(window=Window(start=T0 + SECOND)) == []
-    # The first row, the tombstone at its key, and the new row; FINAL reads one.
+    # The first row, the tombstone at its key, and the new row; FINAL reads the tombstone and
+    # the new row, and the tombstone is dropped.
     assert ch.value("SELECT count() FROM traces") == 3
-    assert ch.value("SELECT count() FROM traces WHERE is_deleted = 1") == 1
-    assert ch.value("SELECT count() FROM traces FINAL") == 1
-    found = ch.store.trace_records("p", "t1", logs=False, scores=False, feedback=False)
-    assert (found.trace["start_time"], found.trace["span_count"]) == (T0, 2)
+    assert ch.value("SELECT count() FROM traces FINAL WHERE is_deleted = 1") == 1
+    assert ch.value("SELECT count() FROM traces FINAL WHERE is_deleted = 0") == 1
+    assert (ch.trace()["start_time"], ch.trace()["span_count"]) == (T0, 2)
 
     ch.executor.inner.command("OPTIMIZE TABLE traces FINAL")
     assert ch.listed() == [("t1", T0)]
@@ -169,7 +174,7 @@ def test_every_stale_row_of_a_trace_is_tombstoned(ch: Store) -> None:
     ch.write(span("a", start_time=T0 + 2 * SECOND))
     # A second live row at another start: what two replicas re-projecting one trace at the same
     # instant, or a call that failed between its trace row and its tombstone, leave behind.
-    stored = ch.store.trace_records("p", "t1", logs=False, scores=False, feedback=False).trace
+    stored = ch.trace()
     stray = {
         **stored,
         "start_time": T0 + SECOND,
@@ -182,8 +187,7 @@ def test_every_stale_row_of_a_trace_is_tombstoned(ch: Store) -> None:
     ch.executor.insert("traces", TRACES.names, data, "JSONCompactColumns")
     assert [trace_id for trace_id, _ in ch.listed()] == ["t1", "t1"]
     # trace_records reads the newest of the two.
-    found = ch.store.trace_records("p", "t1", logs=False, scores=False, feedback=False)
-    assert found.trace["start_time"] == T0 + 2 * SECOND
+    assert ch.trace()["start_time"] == T0 + 2 * SECOND
 
     ch.write(span("root", is_root=True))
 
@@ -207,8 +211,7 @@ def test_models_and_providers_of_the_spans_are_kept_on_the_trace_row(ch: Store) 
     # They are the store's own: a listed row is a TraceRow, as trace_records returns it.
     (row,) = ch.store.list_traces("p", TraceQuery()).rows
     assert tuple(row) == TRACE_ROW
-    found = ch.store.trace_records("p", "t1", logs=False, scores=False, feedback=False)
-    assert row == found.trace
+    assert row == ch.trace()
 
 
 # --- migration 0004 ----------------------------------------------------------------------------
@@ -273,13 +276,18 @@ def test_0004_keeps_every_trace_of_a_0003_table_readable(tmp_path: Path) -> None
         ] == ["t1"]
         assert executor.query("SELECT count() FROM traces") == [(3,)]
 
-        # Run again (an interrupted migration is completed so): the same rows, rebuilt.
+        # Run again (an interrupted migration is completed so): the same rows, rebuilt, and
+        # the tombstone of t2's start, which moved since, left out.
+        moved = span("w", trace_id="t2", start_time=T0 - SECOND)
+        store.write_batches([SignalBatch("p", None, T0 + SECOND, spans=[moved])])
+        assert executor.query("SELECT count() FROM traces WHERE is_deleted = 1") == [(1,)]
+        listed = [row["trace_id"] for row in store.list_traces("p", TraceQuery()).rows]
         (statement,) = next(
             m for m in load_migrations() if m.version == "0004_query_layout"
         ).statements
         executor.command(statement)
         assert [row["trace_id"] for row in store.list_traces("p", TraceQuery()).rows] == listed
-        assert executor.query("SELECT count() FROM traces") == [(3,)]
+        assert executor.query("SELECT count(), sum(is_deleted) FROM traces") == [(3, 0)]
     finally:
         executor.close()
 
