@@ -1,11 +1,11 @@
 """The trace store's signal write and read surface on ClickHouse.
 
 `ClickHouseSignals` implements `TraceStore.write_batches`, `held_traces`, `release_held`,
-`trace_records` and `facet_value_count` for `ClickHouseTraceStore`, on the tables of migrations
-0001 to 0004 (`traces` laid out for the run list by 0004); the query service's lists are in
-`lists` and deletes in `erasure`. The projection and the facet values are the shared pure-Python ones
-(`mcpd.signals.projection`, `mcpd.signals.facets`), so the run list reads the same on every
-backend. Row values move through `columns`, the one module that converts them.
+`trace_records` and `facet_value_count` for `ClickHouseTraceStore`, on the tables of migrations 0001
+to 0004 (`traces` laid out for the run list by 0004); the query service's lists are in `lists` and
+deletes in `erasure`. The projection and the facet values are the shared pure-Python ones
+(`mcpd.signals.projection`, `mcpd.signals.facets`), so the run list reads the same on every backend.
+Row values move through `columns`, the one module that converts them.
 
 ClickHouse has no transactions, so `write_batches` is not all-or-nothing. What it guarantees
 instead (details in `writes`):
