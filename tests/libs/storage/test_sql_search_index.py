@@ -136,14 +136,14 @@ def test_words_are_runs_of_letters_and_digits_case_folded(opened: OpenedStore) -
     assert span_ids(opened, 'say "checkout" OR NOT') == []  # no FTS5 or tsquery syntax
 
 
-@pytest.mark.parametrize("named", [True, False], ids=["named", "subquery"])
-def test_a_trace_filter_on_spans_names_few_traces_or_asks_a_subquery(
+@pytest.mark.parametrize("named", [True, False], ids=["named", "probed"])
+def test_a_trace_filter_on_spans_names_few_traces_or_probes_each_trace(
     opened: OpenedStore, named: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # PostgreSQL names the traces a span-side filter finds when they are few; both ways answer
-    # the same page.
+    # A span-side filter names the traces it finds when they are few, and otherwise probes each
+    # trace's spans (PostgreSQL: a subquery); every way answers the same page.
     if not named:
-        monkeypatch.setattr(lists, "_FEW_TRACES", 0)
+        monkeypatch.setattr(lists, "_FEW_SPANS", 0)
     write(
         opened,
         spans=[

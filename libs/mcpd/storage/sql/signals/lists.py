@@ -88,7 +88,7 @@ from mcpd.storage.sql.signals.statements import folded_words, fts_table, search_
 
 Condition = ColumnElement[bool]
 # At most this many traces found by a span-side filter are named in the list's query.
-_FEW_TRACES = 1000
+_FEW_SPANS = 10_000
 
 
 @dataclass(frozen=True)
@@ -340,37 +340,59 @@ def _span_filters(
 ) -> list[Condition]:
     """The trace has a span with the model, one with the provider, one matching q: one
     condition each, since those may be different spans."""
-    found = [
-        _has_span(conn, dialect, project, condition)
-        for condition in _equal((spans.c.model, query.model), (spans.c.provider, query.provider))
-    ]
+    found = []
+    for span_column, value in ((spans.c.model, query.model), (spans.c.provider, query.provider)):
+        if value is not None:
+            # The probe compares `model || ''` on SQLite, which keeps it from answering the
+            # per-trace probe through the (project, model) index (every span with the model,
+            # for each trace) instead of the trace's few spans by primary key.
+            equal = span_column == value
+            probe = span_column.concat("") == value if dialect is SqlDialect.SQLITE else equal
+            found.append(_has_span(conn, dialect, project, equal, probe))
     for condition in _text_search(dialect, spans, query.q):
-        if dialect is SqlDialect.SQLITE:
-            # The matching spans are found through the FTS index alone, their project carried
-            # in the pair: beside a project term SQLite walks the project's spans instead.
-            pairs = select(spans.c.project, spans.c.trace_id).where(condition)
-            found.append(tuple_(traces.c.project, traces.c.trace_id).in_(pairs))
-        else:
-            found.append(_has_span(conn, dialect, project, condition))
+        found.append(_has_span(conn, dialect, project, condition, _fts_probe(dialect, query.q)))
     return found
 
 
+def _fts_probe(dialect: SqlDialect, q: str | None) -> Condition | None:
+    """SQLite: `q` as a probe of one span's own FTS entry (rowid and MATCH together, which
+    FTS5 answers by seeking), for the walk down the list; membership in the set of every
+    matching rowid costs seconds to build for a common word at 1M spans."""
+    words = search_words(q or "")
+    if dialect is not SqlDialect.SQLITE or not words:
+        return None
+    fts = table(fts_table(spans.name), column("rowid"), column("search_text"))
+    phrases = " ".join('"' + word.replace('"', '""') + '"' for word in words)
+    return exists().where(
+        fts.c.search_text.match(phrases), fts.c.rowid == literal_column("spans.rowid")
+    )
+
+
 def _has_span(
-    conn: Connection, dialect: SqlDialect, project: str, condition: Condition
+    conn: Connection,
+    dialect: SqlDialect,
+    project: str,
+    condition: Condition,
+    probe: Condition | None,
 ) -> Condition:
     """The trace has a span of `project` meeting `condition`.
 
-    PostgreSQL: when that is a handful of traces, they are named outright. Left with the
-    subquery, PostgreSQL walks the traces in order and probes each one's spans, which finds a
-    common word's page at once but walks every trace for a rare word (whose frequency it
-    cannot estimate): a second long at 100,000 traces. Named, they are looked up by key.
+    A filter matching few spans names their traces outright (looked up by key). One matching
+    many is, on SQLite, `probe` (the same test in a form fit for one span) applied to each
+    trace's spans on the walk down the list, which fills a page after a few traces; either
+    alone fails at 1M spans: the named set of a common model or word costs seconds to build,
+    and the walk for a rare one visits every trace. PostgreSQL, whose planner weighs a
+    subquery, gets the subquery.
     """
-    trace_ids = select(spans.c.trace_id).where(spans.c.project == project, condition)
-    if dialect is SqlDialect.POSTGRES:
-        few = conn.execute(trace_ids.distinct().limit(_FEW_TRACES + 1)).scalars().all()
-        if len(few) <= _FEW_TRACES:
-            return traces.c.trace_id.in_(few)
-    return traces.c.trace_id.in_(trace_ids)
+    matching = select(spans.c.trace_id).where(spans.c.project == project, condition)
+    few = conn.execute(matching.limit(_FEW_SPANS + 1)).scalars().all()
+    if len(few) <= _FEW_SPANS:
+        return traces.c.trace_id.in_(sorted(set(few)))
+    if dialect is SqlDialect.POSTGRES or probe is None:
+        return traces.c.trace_id.in_(matching)
+    return exists().where(
+        spans.c.project == traces.c.project, spans.c.trace_id == traces.c.trace_id, probe
+    )
 
 
 def _score_filter(dialect: SqlDialect, query: TraceQuery) -> list[Condition]:
