@@ -12,9 +12,12 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.config import BenchConfig
+from bench.config import BenchConfig, Benchmark
 from bench.harness import RESULTS_DIR, DaemonStartError
-from bench.registry import BENCHMARKS
+from bench.query import run as query
+from bench.registry import BENCHMARKS as REGISTERED
+
+BENCHMARKS: dict[str, Benchmark] = {**REGISTERED, query.NAME: query.BENCHMARK}
 
 
 def _positive_float(text: str) -> float:
@@ -86,7 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--events",
         type=_positive_int,
         default=None,
-        help="corpus size of benchmarks that generate one (sessions: default 1000000)",
+        help="corpus size of benchmarks that generate one (sessions: events, default "
+        "1000000; query: spans, default 1000000)",
     )
     parser.add_argument(
         "--results-dir",
