@@ -84,10 +84,8 @@ def paging(request: Any, kind: str, shape: Sequence[type | tuple[type, ...]]) ->
     return Paging(limit, cursors.decode(request.cursor, kind, cursors.fingerprint(request), shape))
 
 
-def next_cursor(request: Any, kind: str, position: Sequence[Any] | None) -> str | None:
-    """The cursor of the page after the one ending at `position` (None: no next page)."""
-    if position is None:
-        return None
+def next_cursor(request: Any, kind: str, position: Sequence[Any]) -> str:
+    """The cursor of the page after the one ending at `position` (its last row's sort key)."""
     return cursors.encode(kind, cursors.fingerprint(request), position)
 
 

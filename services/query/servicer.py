@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import grpc
@@ -114,18 +114,10 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
     ) -> query_pb2.TraceListResponse:
         query = requests.trace_query(request, self._hash_user)
         page = await asyncio.to_thread(self._store.list_traces, request.project, query)
-        answer = query_pb2.TraceListResponse(traces=[messages.trace_message(r) for r in page.rows])
-        last = page.rows[-1] if page.rows and page.has_more else None
-        _fill_page(
-            answer.page,
-            page,
-            requests.next_cursor(
-                request,
-                "traces",
-                None if last is None else [last[query.order_column], last["trace_id"]],
-            ),
+        return query_pb2.TraceListResponse(
+            traces=[messages.trace_message(r) for r in page.rows],
+            page=_page(request, "traces", page, lambda r: [r[query.order_column], r["trace_id"]]),
         )
-        return answer
 
     async def ListSpans(
         self,
@@ -136,11 +128,12 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
     ) -> query_pb2.SpanListResponse:
         query = requests.span_query(request)
         page = await asyncio.to_thread(self._store.list_spans, request.project, query)
-        answer = query_pb2.SpanListResponse(spans=[messages.span_message(r) for r in page.rows])
-        last = page.rows[-1] if page.rows and page.has_more else None
-        position = None if last is None else [last["start_time"], last["trace_id"], last["span_id"]]
-        _fill_page(answer.page, page, requests.next_cursor(request, "spans", position))
-        return answer
+        return query_pb2.SpanListResponse(
+            spans=[messages.span_message(r) for r in page.rows],
+            page=_page(
+                request, "spans", page, lambda r: [r["start_time"], r["trace_id"], r["span_id"]]
+            ),
+        )
 
     async def ListLogs(
         self,
@@ -151,11 +144,10 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
     ) -> query_pb2.LogListResponse:
         query = requests.log_query(request)
         page = await asyncio.to_thread(self._store.list_logs, request.project, query)
-        answer = query_pb2.LogListResponse(logs=[messages.log_message(r) for r in page.rows])
-        last = page.rows[-1] if page.rows and page.has_more else None
-        position = None if last is None else [last["timestamp"], last["log_id"]]
-        _fill_page(answer.page, page, requests.next_cursor(request, "logs", position))
-        return answer
+        return query_pb2.LogListResponse(
+            logs=[messages.log_message(r) for r in page.rows],
+            page=_page(request, "logs", page, lambda r: [r["timestamp"], r["log_id"]]),
+        )
 
     async def ListScores(
         self,
@@ -166,11 +158,10 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
     ) -> query_pb2.ScoreListResponse:
         query = requests.score_query(request)
         page = await asyncio.to_thread(self._store.list_scores, request.project, query)
-        answer = query_pb2.ScoreListResponse(scores=[messages.score_message(r) for r in page.rows])
-        last = page.rows[-1] if page.rows and page.has_more else None
-        position = None if last is None else [last["timestamp"], last["score_id"]]
-        _fill_page(answer.page, page, requests.next_cursor(request, "scores", position))
-        return answer
+        return query_pb2.ScoreListResponse(
+            scores=[messages.score_message(r) for r in page.rows],
+            page=_page(request, "scores", page, lambda r: [r["timestamp"], r["score_id"]]),
+        )
 
     async def ListFeedback(
         self,
@@ -181,13 +172,10 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
     ) -> query_pb2.FeedbackListResponse:
         query = requests.feedback_query(request)
         page = await asyncio.to_thread(self._store.list_feedback, request.project, query)
-        answer = query_pb2.FeedbackListResponse(
-            feedback=[messages.feedback_message(r) for r in page.rows]
+        return query_pb2.FeedbackListResponse(
+            feedback=[messages.feedback_message(r) for r in page.rows],
+            page=_page(request, "feedback", page, lambda r: [r["timestamp"], r["feedback_id"]]),
         )
-        last = page.rows[-1] if page.rows and page.has_more else None
-        position = None if last is None else [last["timestamp"], last["feedback_id"]]
-        _fill_page(answer.page, page, requests.next_cursor(request, "feedback", position))
-        return answer
 
     async def GetMetricSeries(
         self,
@@ -491,10 +479,15 @@ def _trace_id(value: str) -> str:
     return trace_id
 
 
-def _fill_page(target: telemetry_pb2.Page, page: Page[Any], cursor: str | None) -> None:
-    target.has_more = page.has_more
-    if cursor is not None:
-        target.next_cursor = cursor
+def _page(
+    request: Any, kind: str, page: Page[Any], position: Callable[[Any], list[Any]]
+) -> telemetry_pb2.Page:
+    """The Page of an answer: `has_more`, and the cursor after the last row (its sort key,
+    `position`) when another page follows."""
+    answer = telemetry_pb2.Page(has_more=page.has_more)
+    if page.rows and page.has_more:
+        answer.next_cursor = requests.next_cursor(request, kind, position(page.rows[-1]))
+    return answer
 
 
 def _cost_bucket(request: query_service_pb2.GetCostBreakdownRequest, window: Window) -> int | None:
