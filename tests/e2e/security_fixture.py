@@ -115,7 +115,7 @@ async def call_rest(
 
 
 async def call_grpc(
-    channel: grpc.aio.Channel, rpc: Rpc, token: str | None, **fields: str
+    channel: grpc.aio.Channel, rpc: Rpc, token: str | None, **fields: object
 ) -> grpc.StatusCode:
     """Call `rpc` with a request holding `fields`; the status code it ends with."""
     request_type, response_type = rpc.input_type(), rpc.output_type()

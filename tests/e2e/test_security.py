@@ -16,6 +16,7 @@ import grpc
 import httpx
 import pytest
 
+from mcpd.model.v1 import enums_pb2
 from mcpd.testing.daemon import DaemonProcess
 from tests.contract.api_surface import methods
 from tests.e2e.security_fixture import (
@@ -221,8 +222,13 @@ async def test_a_multi_project_key_must_name_its_project(daemon: DaemonProcess) 
             assert await call_grpc(channel, rpc, MULTI_PROJECT_READ) == (
                 grpc.StatusCode.INVALID_ARGUMENT
             ), rpc.grpc_path
-            # A well-formed id where the request needs one, so only the selector is on trial.
-            ids = {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"}
+            # A well-formed value where the request needs one, so only the selector is on trial.
+            ids = {
+                "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+                "facet": enums_pb2.FACET_ENVIRONMENT,
+                "signal": enums_pb2.DELTA_SIGNAL_SPANS,
+                "name": "requests",
+            }
             fields = {
                 k: v for k, v in ids.items() if k in rpc.input_type().DESCRIPTOR.fields_by_name
             }
