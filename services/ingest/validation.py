@@ -122,10 +122,11 @@ def _present(value: object, field: str) -> None:
     _require(value is not None, f"{field} is required")
 
 
-def _time(value: int | None, field: str) -> None:
+def _time(value: int | None, field: str) -> int:
     _present(value, field)
     assert value is not None
     _require(storable_time(value), f"{field} must be between 1970-01-01 and 2262-04-11 (UTC)")
+    return value
 
 
 def _finite(value: float | None, field: str) -> None:
@@ -154,8 +155,7 @@ def check_span(row: SpanRow) -> None:
     if row.get("status") is None:
         # The spec's `unset` is "the producer never said".
         row["status"] = "unset"
-    start = row.get("start_time")
-    _time(start, "start_time")
+    start = _time(row.get("start_time"), "start_time")
     end = row.get("end_time")
     if end is not None:
         _time(end, "end_time")
