@@ -17,14 +17,13 @@ word of q as an FTS5 phrase, AND-ed; PostgreSQL matches the case-folded words, A
 the search vector. The words are `search_words`' runs of letters and digits on both, so a q
 with none (only punctuation) matches nothing: there is no word to find.
 
-A trace filter on its spans (model, provider, q: some span of the trace) is a membership test
-on the walk over the traces, which stops as soon as the page is full when matches are common
-and walks the whole index (checking each trace id in the index) when they are rare. Two engine
-behaviours shape it, found with EXPLAIN at 100,000 traces: SQLite, which has no statistics,
-prefers a project index over the FTS rowids, so the matching spans are looked up without a
-project term (`_span_filters`); PostgreSQL probes each trace's spans rather than build the set
-when it cannot tell a rare word from a common one, so a filter matching few traces names them
-(`_has_span`).
+A trace filter on its spans (model, provider, q: some span of the trace) first asks how many spans
+match, up to `_FEW_SPANS`: few, and their traces are named outright (looked up by key); many, and
+each trace's spans are probed on the walk down the list, which fills a page after a few traces.
+Either alone takes seconds at 1M spans (building the set of a common model or word; walking every
+trace for a rare one). SQLite's probe is written so it looks the trace's spans up by key
+(`model || ''` keeps it off the (project, model) index) and a span's FTS entry by rowid;
+PostgreSQL, whose planner weighs a subquery, gets the subquery (`_has_span`).
 
 Filters on a trace's JSON summaries and tags read the documents in SQL (`json_each` on SQLite,
 `->`/`@>` on PostgreSQL) on the rows an index walk yields. Facet values are ordered by code
@@ -87,7 +86,7 @@ from mcpd.storage.sql.signals.reads import rows_of, select_rows
 from mcpd.storage.sql.signals.statements import folded_words, fts_table, search_words
 
 Condition = ColumnElement[bool]
-# At most this many traces found by a span-side filter are named in the list's query.
+# At most this many spans matching a span-side filter have their traces named in the query.
 _FEW_SPANS = 10_000
 
 
