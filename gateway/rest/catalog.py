@@ -12,7 +12,7 @@ import pkgutil
 from collections.abc import Iterable
 
 # googleapis-common-protos ships .pyi stubs but no py.typed marker.
-from google.api import annotations_pb2, http_pb2
+from google.api import annotations_pb2, http_pb2, httpbody_pb2
 from google.protobuf.descriptor import (
     Descriptor,
     FieldDescriptor,
@@ -26,10 +26,11 @@ from google.protobuf.message_factory import GetMessageClass
 import mcpd
 from gateway.rest.templates import PathTemplate
 from mcpd import codec
-from mcpd.options.v1 import access_pb2
+from mcpd.options.v1 import access_pb2, rendering_pb2
 
 SERVICE_MODULE_SUFFIX = "_service_pb2"
 _PATTERNS = ("get", "put", "post", "delete", "patch")
+HTTP_BODY: str = httpbody_pb2.HttpBody.DESCRIPTOR.full_name
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -67,6 +68,19 @@ class Rpc:
     def output_class(self) -> type[Message]:
         """The response message class."""
         return GetMessageClass(self.method.output_type)
+
+    @property
+    def returns_http_body(self) -> bool:
+        """Whether the RPC answers `google.api.HttpBody`: an HTTP body served as it is."""
+        return self.method.output_type.full_name == HTTP_BODY
+
+    @property
+    def response_message(self) -> Descriptor:
+        """The message the 200 body is documented as: the `json_body` message for an HttpBody
+        answer (the body is that message's JSON), else the output type."""
+        if self.returns_http_body:
+            return _json_body_message(self.method)
+        return self.method.output_type
 
     @property
     def body_field(self) -> FieldDescriptor | None:
@@ -115,8 +129,9 @@ def load_rpcs(files: Iterable[FileDescriptor] | None = None) -> list[Rpc]:
     """One `Rpc` per HTTP binding of every annotated method in `files` (default: all of mcpd).
 
     Raises `ValueError` for an annotation the gateway cannot serve (a streaming method, a path
-    template feature it does not implement, a body or path field that does not fit), so a proto
-    change that would break REST fails at start and in tests, not on the first request.
+    template feature it does not implement, a body or path field that does not fit, an HttpBody
+    answer without a `json_body` naming a known message), so a proto change that would break
+    REST fails at start and in tests, not on the first request.
     """
     rpcs: list[Rpc] = []
     for file in service_files() if files is None else files:
@@ -152,4 +167,19 @@ def _rpc(method: MethodDescriptor, rule: http_pb2.HttpRule, access: access_pb2.A
             raise ValueError(f"{where}: body {rule.body!r} must name a singular message field")
         if any(path[0] == rule.body for path in template.field_paths):
             raise ValueError(f"{where}: body field {rule.body!r} is also bound by the path")
+    if method.output_type.full_name == HTTP_BODY:
+        _json_body_message(method)
+    elif method.GetOptions().HasExtension(rendering_pb2.json_body):
+        raise ValueError(f"{where}: json_body is only for methods returning {HTTP_BODY}")
     return Rpc(method, http_method, template, rule.body, access)
+
+
+def _json_body_message(method: MethodDescriptor) -> Descriptor:
+    # Bytes alone cannot be documented: the option names the message whose JSON they hold.
+    name = method.GetOptions().Extensions[rendering_pb2.json_body]
+    if not name:
+        raise ValueError(f"{method.full_name}: an {HTTP_BODY} answer needs the json_body option")
+    try:
+        return method.containing_service.file.pool.FindMessageTypeByName(name)
+    except KeyError:
+        raise ValueError(f"{method.full_name}: json_body names no known message {name!r}") from None

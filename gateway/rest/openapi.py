@@ -144,12 +144,12 @@ def _operation(rpc: Rpc, components: _Components, describe: Mapping[str, str]) -
             "content": {"application/json": {"schema": components.body(body, exclude)}},
         }
     error = {"$ref": "#/components/responses/Error"}
+    # For an HttpBody answer this is the message whose JSON the body holds, not HttpBody itself.
+    response = rpc.response_message
     operation["responses"] = {
         "200": {
-            "description": rpc.method.output_type.name,
-            "content": {
-                "application/json": {"schema": components.response(rpc.method.output_type)}
-            },
+            "description": response.name,
+            "content": {"application/json": {"schema": components.response(response)}},
         },
         "4XX": error,
         "5XX": error,

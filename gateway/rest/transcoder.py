@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import grpc
 import grpc.aio
+from google.api import httpbody_pb2
 from google.protobuf.message import Message
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -145,7 +146,7 @@ class RestTranscoder:
         except grpc.aio.UsageError as exc:
             # A closed channel: the process is shutting down or the peer went away.
             return errors.error_response(grpc.StatusCode.UNAVAILABLE, str(exc))
-        return JSONResponse(codec.encode(response))
+        return _response(response)
 
     async def _read_body(self, request: Request) -> bytes:
         # Read incrementally so an oversized body is refused without buffering all of it.
@@ -172,6 +173,15 @@ class RestTranscoder:
                 reason=errors.INVALID_HEADER,
             )
         return min(seconds, self._max_deadline_s)
+
+
+def _response(message: Message) -> Response:
+    # grpc-gateway's convention: an HttpBody is already the HTTP body (JSON the upstream rendered
+    # itself, for one), so its bytes pass through instead of being encoded as a message.
+    if isinstance(message, httpbody_pb2.HttpBody):
+        media_type = message.content_type or "application/octet-stream"
+        return Response(content=message.data, media_type=media_type)
+    return JSONResponse(codec.encode(message))
 
 
 class _BodyTooLargeError(McpdError):

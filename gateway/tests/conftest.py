@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -12,9 +13,11 @@ import grpc
 import grpc.aio
 import httpx
 import pytest
+from google.api import httpbody_pb2
 from starlette.applications import Starlette
 
 from gateway.app import create_app
+from mcpd import codec
 from mcpd.evaluation.v1 import evaluation_service_pb2, evaluation_service_pb2_grpc
 from mcpd.ingest.v1 import ingest_service_pb2_grpc
 from mcpd.model.v1 import enums_pb2, evaluation_pb2, query_pb2, telemetry_pb2
@@ -32,6 +35,13 @@ CAPABILITIES = query_pb2.StoreCapabilities(
     discovery=True,
     partitioning=enums_pb2.PARTITIONING_NONE,
 )
+
+
+def trace_json(trace_id: str, include: list[str]) -> bytes:
+    """The TraceDetail JSON the fake query service renders: indented, unlike anything the
+    gateway would write, so a test can tell the bytes passed through untouched."""
+    trace = telemetry_pb2.Trace(trace_id=trace_id, tags=include)
+    return json.dumps(codec.encode(query_pb2.TraceDetail(trace=trace)), indent=1).encode()
 
 
 @dataclasses.dataclass
@@ -55,7 +65,10 @@ class Seen:
 
 
 class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
-    """Answers capabilities, echoes trace ids and include, refuses the trace id `missing`."""
+    """Answers capabilities, echoes trace ids and include, refuses the trace id `missing`.
+
+    The trace id `raw` answers a body without a content type.
+    """
 
     def __init__(self, seen: Seen) -> None:
         self.seen = seen
@@ -72,16 +85,18 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         self.seen.record(request, context)
         return query_pb2.HealthStatus(status="ok", version="test", spec_version="v1")
 
-    async def GetTrace(
+    async def GetTraceJson(
         self, request: query_service_pb2.GetTraceRequest, context: Context
-    ) -> query_pb2.TraceDetail:
+    ) -> httpbody_pb2.HttpBody:
         self.seen.record(request, context)
         if request.trace_id == "missing":
             raise NotFound(
                 "no trace missing in this project", field="trace_id", reason="TRACE_NOT_FOUND"
             )
-        trace = telemetry_pb2.Trace(trace_id=request.trace_id, tags=list(request.include))
-        return query_pb2.TraceDetail(trace=trace)
+        if request.trace_id == "raw":
+            return httpbody_pb2.HttpBody(data=b"\x00raw")
+        data = trace_json(request.trace_id, list(request.include))
+        return httpbody_pb2.HttpBody(content_type="application/json", data=data)
 
     async def ListTraces(
         self, request: query_service_pb2.ListTracesRequest, context: Context

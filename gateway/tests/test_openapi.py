@@ -12,7 +12,7 @@ import pytest
 import gateway.otlp
 from gateway.rest import build_openapi, load_rpcs
 from gateway.rest.comments import load_comments
-from gateway.tests.test_routes import all_methods
+from gateway.tests.test_routes import rest_methods
 from mcpd import codec
 from mcpd.model.v1 import query_pb2, runs_pb2, telemetry_pb2
 from tests.libs.codec.samples import sample
@@ -43,7 +43,7 @@ def test_document_is_valid_openapi_3_1() -> None:
 
 
 def test_one_operation_per_rpc() -> None:
-    ids = {f"{name.split('.')[-2]}_{name.split('.')[-1]}" for name in all_methods()}
+    ids = {f"{name.split('.')[-2]}_{name.split('.')[-1]}" for name in rest_methods()}
     assert set(operations()) == ids
     method, path, _ = operations()["QueryService_GetHealth"]
     assert (method, path) == ("get", "/healthz")
@@ -60,7 +60,7 @@ def test_text_search_is_the_lowercase_enum() -> None:
 
 
 def test_parameters_and_bodies() -> None:
-    _, _, get_trace = operations()["QueryService_GetTrace"]
+    _, _, get_trace = operations()["QueryService_GetTraceJson"]
     params = {p["name"]: p for p in get_trace["parameters"]}
     assert params["trace_id"]["in"] == "path"
     assert params["trace_id"]["required"] is True
@@ -110,6 +110,19 @@ def test_responses_and_security() -> None:
     assert delete["x-mcpd-access"]["audit_action"] == "delete_trace"
     error = schemas["ErrorResponse"]["properties"]["error"]
     assert set(error["required"]) == {"code", "status", "reason", "message"}
+
+
+def test_http_body_answer_is_documented_as_its_json_body_message() -> None:
+    method, path, get_trace = operations()["QueryService_GetTraceJson"]
+    assert (method, path) == ("get", "/v1/api/traces/{trace_id}")
+    ok = get_trace["responses"]["200"]
+    assert ok["description"] == "TraceDetail"
+    assert ok["content"] == {
+        "application/json": {"schema": {"$ref": "#/components/schemas/TraceDetail"}}
+    }
+    schemas = document()["components"]["schemas"]
+    assert "TraceDetail" in schemas
+    assert "HttpBody" not in schemas
 
 
 def test_descriptions_come_from_proto_comments() -> None:

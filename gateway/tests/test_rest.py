@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from gateway.app import create_app
-from gateway.tests.conftest import CAPABILITIES, Upstream
+from gateway.tests.conftest import CAPABILITIES, Upstream, trace_json
 from mcpd import codec
 from mcpd.model.v1 import enums_pb2
 from mcpd.query.v1 import query_service_pb2
@@ -78,6 +78,20 @@ async def test_path_and_repeated_query_binding(
         "name": "",
         "is_complete": False,
     }
+
+
+async def test_http_body_passes_through_unchanged(client: httpx.AsyncClient) -> None:
+    response = await client.get("/v1/api/traces/t1", params={"include": "logs"})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.content == trace_json("t1", ["logs"])
+
+
+async def test_http_body_without_content_type_is_octet_stream(client: httpx.AsyncClient) -> None:
+    response = await client.get("/v1/api/traces/raw")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/octet-stream"
+    assert response.content == b"\x00raw"
 
 
 async def test_query_binding_of_enums_timestamps_and_optionals(
@@ -262,6 +276,7 @@ async def test_literal_segment_wins_over_variable(
 
 
 async def test_upstream_error_keeps_reason_and_field(client: httpx.AsyncClient) -> None:
+    # GetTraceJson answers an HttpBody: its errors still come back in the one error shape.
     response = await client.get("/v1/api/traces/missing")
     error = assert_error(response, 404, "NOT_FOUND", "TRACE_NOT_FOUND")
     assert error["field"] == "trace_id"

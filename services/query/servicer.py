@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import grpc
+from google.api import httpbody_pb2
 from google.protobuf.struct_pb2 import Struct
 
 from mcpd import codec
@@ -18,7 +19,8 @@ from mcpd.model.v1 import enums_pb2, query_pb2, telemetry_pb2
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
 from mcpd.runtime.clock import Clock, epoch_nanos
 from mcpd.runtime.errors import InvalidArgument, NotFound, ResourceExhausted
-from mcpd.signals import messages, series
+from mcpd.signals import documents, messages, series
+from mcpd.signals.batch import TraceRecords
 from mcpd.signals.queries import ErasureSubject, Page, Window
 from mcpd.storage.interfaces import TraceStore
 from mcpd.storage.records import AuditPage
@@ -72,6 +74,7 @@ the agent runs even when a daemon answers. It only narrows a search; it grants n
 
 DEFAULT_AUDIT_PAGE = 100
 TRACE_INCLUDES = frozenset({"logs", "scores", "feedback"})
+JSON_CONTENT_TYPE = "application/json"
 MAX_METRIC_POINTS = 1_000_000
 """Raw points one series request may aggregate; a wider window is refused, not truncated."""
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
@@ -353,6 +356,25 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         request: query_service_pb2.GetTraceRequest,
         context: grpc.aio.ServicerContext[query_service_pb2.GetTraceRequest, query_pb2.TraceDetail],
     ) -> query_pb2.TraceDetail:
+        records = await self._trace_records(request)
+        return query_pb2.TraceDetail(
+            trace=messages.trace_message(records.trace),
+            spans=[messages.span_message(row) for row in records.spans],
+            logs=[messages.log_message(row) for row in records.logs],
+            scores=[messages.score_message(row) for row in records.scores],
+            feedback=[messages.feedback_message(row) for row in records.feedback],
+        )
+
+    async def GetTraceJson(
+        self,
+        request: query_service_pb2.GetTraceRequest,
+        context: grpc.aio.ServicerContext[query_service_pb2.GetTraceRequest, httpbody_pb2.HttpBody],
+    ) -> httpbody_pb2.HttpBody:
+        records = await self._trace_records(request)
+        body = await asyncio.to_thread(documents.trace_detail_json, records)
+        return httpbody_pb2.HttpBody(content_type=JSON_CONTENT_TYPE, data=body)
+
+    async def _trace_records(self, request: query_service_pb2.GetTraceRequest) -> TraceRecords:
         trace_id = _trace_id(request.trace_id)
         include = set(request.include)
         unknown = sorted(include - TRACE_INCLUDES)
@@ -372,13 +394,7 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         )
         if records is None:
             raise NotFound(f"there is no trace {trace_id!r} in this project", field="trace_id")
-        return query_pb2.TraceDetail(
-            trace=messages.trace_message(records.trace),
-            spans=[messages.span_message(row) for row in records.spans],
-            logs=[messages.log_message(row) for row in records.logs],
-            scores=[messages.score_message(row) for row in records.scores],
-            feedback=[messages.feedback_message(row) for row in records.feedback],
-        )
+        return records
 
     async def GetHealth(
         self,

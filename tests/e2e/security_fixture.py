@@ -87,10 +87,14 @@ class Rpc:
 
 
 def rpcs(methods: Iterator[MethodDescriptor]) -> list[Rpc]:
+    """The RPCs with a REST route. (GetTrace is gRPC only: its REST route is GetTraceJson's,
+    which carries the same access rule.)"""
     found = []
     for method in methods:
         rule = method.GetOptions().Extensions[annotations_pb2.http]
         verb = rule.WhichOneof("pattern")
+        if verb is None:
+            continue
         found.append(Rpc(method, verb.upper(), getattr(rule, verb)))
     return sorted(found, key=lambda rpc: rpc.grpc_path)
 

@@ -17,7 +17,7 @@ from mcpd.codec._schema import (
     message_schema,
     required_fields,
 )
-from mcpd.codec._wire import EnumNames, enum_names
+from mcpd.codec._wire import EnumNames, enum_names, nanos_to_json
 
 __all__ = [
     "UNKNOWN_FIELD",
@@ -33,6 +33,7 @@ __all__ = [
     "field_schema",
     "is_inline",
     "message_schema",
+    "nanos_to_json",
     "query_bindable",
     "required_fields",
 ]

@@ -166,18 +166,32 @@ TIMESTAMP_EXAMPLE = "2026-04-29T18:42:31.125Z"
 
 def timestamp_to_json(ts: Timestamp, path: str) -> str:
     """RFC 3339 in UTC with exactly three fraction digits; finer precision is truncated."""
-    if not (_MIN_SECONDS <= ts.seconds <= _MAX_SECONDS and 0 <= ts.nanos < 1_000_000_000):
+    return time_to_json(ts.seconds, ts.nanos, path)
+
+
+def nanos_to_json(nanos: int, path: str) -> str:
+    """`timestamp_to_json` of a time given as int nanoseconds since the Unix epoch."""
+    seconds, fraction = divmod(nanos, 1_000_000_000)
+    return time_to_json(seconds, fraction, path)
+
+
+def time_to_json(seconds: int, nanos: int, path: str) -> str:
+    """`timestamp_to_json` of a Timestamp's two fields."""
+    if not (_MIN_SECONDS <= seconds <= _MAX_SECONDS and 0 <= nanos < 1_000_000_000):
         raise EncodeError(
-            f"timestamp {ts.seconds}s {ts.nanos}ns is outside 0001-01-01..9999-12-31", field=path
+            f"timestamp {seconds}s {nanos}ns is outside 0001-01-01..9999-12-31", field=path
         )
-    days, seconds_of_day = divmod(ts.seconds, 86400)
-    date = dt.date.fromordinal(_EPOCH_ORDINAL + days)
+    days, seconds_of_day = divmod(seconds, 86400)
     hour, rest = divmod(seconds_of_day, 3600)
     minute, second = divmod(rest, 60)
-    return (
-        f"{date.year:04d}-{date.month:02d}-{date.day:02d}"
-        f"T{hour:02d}:{minute:02d}:{second:02d}.{ts.nanos // 1_000_000:03d}Z"
-    )
+    return f"{_date_text(days)}T{hour:02d}:{minute:02d}:{second:02d}.{nanos // 1_000_000:03d}Z"
+
+
+@functools.lru_cache(maxsize=1024)
+def _date_text(days: int) -> str:
+    # A trace's thousands of timestamps fall on a few days: the calendar arithmetic is done once.
+    date = dt.date.fromordinal(_EPOCH_ORDINAL + days)
+    return f"{date.year:04d}-{date.month:02d}-{date.day:02d}"
 
 
 def timestamp_from_json(text: str, path: str) -> Timestamp:

@@ -65,12 +65,15 @@ def test_unknown_enum_number_is_an_encode_error() -> None:
 def test_timestamps_are_utc_milliseconds(seconds: int, nanos: int, text: str) -> None:
     span = telemetry_pb2.Span(start_time=Timestamp(seconds=seconds, nanos=nanos))
     assert codec.encode(span)["start_time"] == text
+    assert codec.nanos_to_json(seconds * 1_000_000_000 + nanos, "start_time") == text
 
 
 def test_timestamp_out_of_range_is_an_encode_error() -> None:
     span = telemetry_pb2.Span(start_time=Timestamp(seconds=253_402_300_800))
     with pytest.raises(codec.EncodeError, match="start_time"):
         codec.encode(span)
+    with pytest.raises(codec.EncodeError, match="end_time"):
+        codec.nanos_to_json(253_402_300_800 * 1_000_000_000, "end_time")
 
 
 def test_64_bit_integers_are_numbers() -> None:

@@ -20,6 +20,7 @@ def test_public_names() -> None:
         "field_schema",
         "is_inline",
         "message_schema",
+        "nanos_to_json",
         "query_bindable",
         "required_fields",
     ]

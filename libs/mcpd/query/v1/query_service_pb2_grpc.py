@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from google.api import httpbody_pb2 as google_dot_api_dot_httpbody__pb2
 from mcpd.model.v1 import query_pb2 as mcpd_dot_model_dot_v1_dot_query__pb2
 from mcpd.query.v1 import query_service_pb2 as mcpd_dot_query_dot_v1_dot_query__service__pb2
 
@@ -55,6 +56,11 @@ class QueryServiceStub:
                 '/mcpd.query.v1.QueryService/GetTrace',
                 request_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.GetTraceRequest.SerializeToString,
                 response_deserializer=mcpd_dot_model_dot_v1_dot_query__pb2.TraceDetail.FromString,
+                _registered_method=True)
+        self.GetTraceJson = channel.unary_unary(
+                '/mcpd.query.v1.QueryService/GetTraceJson',
+                request_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.GetTraceRequest.SerializeToString,
+                response_deserializer=google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
                 _registered_method=True)
         self.DeleteTrace = channel.unary_unary(
                 '/mcpd.query.v1.QueryService/DeleteTrace',
@@ -165,6 +171,16 @@ class QueryServiceServicer:
 
     def GetTrace(self, request, context):
         """One trace with its spans, and optionally its logs, scores and feedback.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTraceJson(self, request, context):
+        """The same TraceDetail as GetTrace, already rendered as the spec's JSON (content type
+        application/json): what REST serves. A trace of thousands of spans is megabytes of JSON,
+        which the query service renders straight from the stored rows instead of the gateway
+        transcoding a message field by field.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -304,6 +320,11 @@ def add_QueryServiceServicer_to_server(servicer, server):
                     servicer.GetTrace,
                     request_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.GetTraceRequest.FromString,
                     response_serializer=mcpd_dot_model_dot_v1_dot_query__pb2.TraceDetail.SerializeToString,
+            ),
+            'GetTraceJson': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTraceJson,
+                    request_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.GetTraceRequest.FromString,
+                    response_serializer=google_dot_api_dot_httpbody__pb2.HttpBody.SerializeToString,
             ),
             'DeleteTrace': grpc.unary_unary_rpc_method_handler(
                     servicer.DeleteTrace,
@@ -495,6 +516,33 @@ class QueryService:
             '/mcpd.query.v1.QueryService/GetTrace',
             mcpd_dot_query_dot_v1_dot_query__service__pb2.GetTraceRequest.SerializeToString,
             mcpd_dot_model_dot_v1_dot_query__pb2.TraceDetail.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTraceJson(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.query.v1.QueryService/GetTraceJson',
+            mcpd_dot_query_dot_v1_dot_query__service__pb2.GetTraceRequest.SerializeToString,
+            google_dot_api_dot_httpbody__pb2.HttpBody.FromString,
             options,
             channel_credentials,
             insecure,

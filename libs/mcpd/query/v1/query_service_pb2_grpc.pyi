@@ -4,6 +4,7 @@ isort:skip_file
 """
 
 from collections import abc as _abc
+from google.api import httpbody_pb2 as _httpbody_pb2
 from grpc import aio as _aio
 from mcpd.model.v1 import query_pb2 as _query_pb2
 from mcpd.query.v1 import query_service_pb2 as _query_service_pb2
@@ -42,6 +43,12 @@ class QueryServiceStub:
     """A page of traces."""
     GetTrace: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.GetTraceRequest, _query_pb2.TraceDetail]
     """One trace with its spans, and optionally its logs, scores and feedback."""
+    GetTraceJson: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.GetTraceRequest, _httpbody_pb2.HttpBody]
+    """The same TraceDetail as GetTrace, already rendered as the spec's JSON (content type
+    application/json): what REST serves. A trace of thousands of spans is megabytes of JSON,
+    which the query service renders straight from the stored rows instead of the gateway
+    transcoding a message field by field.
+    """
     DeleteTrace: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.DeleteTraceRequest, _query_pb2.DeleteResult]
     """Delete one trace and every signal correlated to it."""
     ListSpans: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.ListSpansRequest, _query_pb2.SpanListResponse]
@@ -88,6 +95,12 @@ class QueryServiceAsyncStub(QueryServiceStub):
     """A page of traces."""
     GetTrace: _aio.UnaryUnaryMultiCallable[_query_service_pb2.GetTraceRequest, _query_pb2.TraceDetail]  # type: ignore[assignment]
     """One trace with its spans, and optionally its logs, scores and feedback."""
+    GetTraceJson: _aio.UnaryUnaryMultiCallable[_query_service_pb2.GetTraceRequest, _httpbody_pb2.HttpBody]  # type: ignore[assignment]
+    """The same TraceDetail as GetTrace, already rendered as the spec's JSON (content type
+    application/json): what REST serves. A trace of thousands of spans is megabytes of JSON,
+    which the query service renders straight from the stored rows instead of the gateway
+    transcoding a message field by field.
+    """
     DeleteTrace: _aio.UnaryUnaryMultiCallable[_query_service_pb2.DeleteTraceRequest, _query_pb2.DeleteResult]  # type: ignore[assignment]
     """Delete one trace and every signal correlated to it."""
     ListSpans: _aio.UnaryUnaryMultiCallable[_query_service_pb2.ListSpansRequest, _query_pb2.SpanListResponse]  # type: ignore[assignment]
@@ -151,6 +164,17 @@ class QueryServiceServicer:
         context: _ServicerContext,
     ) -> _typing.Union[_query_pb2.TraceDetail, _abc.Awaitable[_query_pb2.TraceDetail]]:
         """One trace with its spans, and optionally its logs, scores and feedback."""
+
+    def GetTraceJson(
+        self,
+        request: _query_service_pb2.GetTraceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_httpbody_pb2.HttpBody, _abc.Awaitable[_httpbody_pb2.HttpBody]]:
+        """The same TraceDetail as GetTrace, already rendered as the spec's JSON (content type
+        application/json): what REST serves. A trace of thousands of spans is megabytes of JSON,
+        which the query service renders straight from the stored rows instead of the gateway
+        transcoding a message field by field.
+        """
 
     def DeleteTrace(
         self,

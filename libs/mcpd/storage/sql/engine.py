@@ -27,12 +27,15 @@ error that escapes to a log carries the statement only.
 from __future__ import annotations
 
 import enum
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import orjson
 from sqlalchemy import Connection, create_engine, event
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.pool import ConnectionPoolEntry
@@ -57,6 +60,7 @@ def create_sqlite_engine(path: Path, *, synchronous: Synchronous) -> Engine:
         # threads, so the driver's same-thread check would only get in the way.
         connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
         hide_parameters=True,
+        json_deserializer=json_loads,
     )
 
     @event.listens_for(engine, "connect")
@@ -130,7 +134,19 @@ def create_postgres_engine(url: str | URL) -> Engine:
     parsed = url if isinstance(url, URL) else postgres_url(url)
     # pre_ping: a daemon lives for weeks; a connection the server dropped is replaced, not
     # handed to a request.
-    return create_engine(parsed, pool_pre_ping=True, hide_parameters=True)
+    return create_engine(
+        parsed, pool_pre_ping=True, hide_parameters=True, json_deserializer=json_loads
+    )
+
+
+def json_loads(text: str | bytes) -> Any:
+    """A stored JSON document, decoded. orjson, several times faster than `json` on the
+    megabytes of payloads a large trace reads; the standard library for the NaN and Infinity
+    tokens `json.dumps` (the serializer) may have written, which orjson refuses."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
 
 
 @contextmanager
