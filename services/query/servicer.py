@@ -19,8 +19,7 @@ from mcpd.model.v1 import enums_pb2, query_pb2, telemetry_pb2
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
 from mcpd.runtime.clock import Clock, epoch_nanos
 from mcpd.runtime.errors import InvalidArgument, NotFound, ResourceExhausted
-from mcpd.signals import documents, messages, series
-from mcpd.signals.batch import TraceRecords
+from mcpd.signals import messages, series
 from mcpd.signals.queries import ErasureSubject, Page, Window
 from mcpd.storage.interfaces import TraceStore
 from mcpd.storage.records import AuditPage
@@ -356,7 +355,12 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         request: query_service_pb2.GetTraceRequest,
         context: grpc.aio.ServicerContext[query_service_pb2.GetTraceRequest, query_pb2.TraceDetail],
     ) -> query_pb2.TraceDetail:
-        records = await self._trace_records(request)
+        trace_id, include = _trace_request(request)
+        records = await asyncio.to_thread(
+            self._store.trace_records, request.project, trace_id, **include
+        )
+        if records is None:
+            raise _no_trace(trace_id)
         return query_pb2.TraceDetail(
             trace=messages.trace_message(records.trace),
             spans=[messages.span_message(row) for row in records.spans],
@@ -370,31 +374,13 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         request: query_service_pb2.GetTraceRequest,
         context: grpc.aio.ServicerContext[query_service_pb2.GetTraceRequest, httpbody_pb2.HttpBody],
     ) -> httpbody_pb2.HttpBody:
-        records = await self._trace_records(request)
-        body = await asyncio.to_thread(documents.trace_detail_json, records)
-        return httpbody_pb2.HttpBody(content_type=JSON_CONTENT_TYPE, data=body)
-
-    async def _trace_records(self, request: query_service_pb2.GetTraceRequest) -> TraceRecords:
-        trace_id = _trace_id(request.trace_id)
-        include = set(request.include)
-        unknown = sorted(include - TRACE_INCLUDES)
-        if unknown:
-            raise InvalidArgument(
-                f"include: unknown value {unknown[0]!r}; choose from "
-                + ", ".join(sorted(TRACE_INCLUDES)),
-                field="include",
-            )
-        records = await asyncio.to_thread(
-            self._store.trace_records,
-            request.project,
-            trace_id,
-            logs="logs" in include,
-            scores="scores" in include,
-            feedback="feedback" in include,
+        trace_id, include = _trace_request(request)
+        body = await asyncio.to_thread(
+            self._store.trace_detail_json, request.project, trace_id, **include
         )
-        if records is None:
-            raise NotFound(f"there is no trace {trace_id!r} in this project", field="trace_id")
-        return records
+        if body is None:
+            raise _no_trace(trace_id)
+        return httpbody_pb2.HttpBody(content_type=JSON_CONTENT_TYPE, data=body)
 
     async def GetHealth(
         self,
@@ -486,6 +472,24 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
             launch=_launch_context(context.invocation_metadata()),
         )
         return _tool_response("file_attention", result)
+
+
+def _trace_request(request: query_service_pb2.GetTraceRequest) -> tuple[str, dict[str, bool]]:
+    """The checked trace id of a GetTrace request, and what it includes as store arguments."""
+    trace_id = _trace_id(request.trace_id)
+    include = set(request.include)
+    unknown = sorted(include - TRACE_INCLUDES)
+    if unknown:
+        raise InvalidArgument(
+            f"include: unknown value {unknown[0]!r}; choose from "
+            + ", ".join(sorted(TRACE_INCLUDES)),
+            field="include",
+        )
+    return trace_id, {name: name in include for name in sorted(TRACE_INCLUDES)}
+
+
+def _no_trace(trace_id: str) -> NotFound:
+    return NotFound(f"there is no trace {trace_id!r} in this project", field="trace_id")
 
 
 def _trace_id(value: str) -> str:

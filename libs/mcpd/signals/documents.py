@@ -13,7 +13,8 @@ every kind of span the behaviour suite stores, on every backend.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 import orjson
@@ -24,15 +25,6 @@ from mcpd.signals import messages
 from mcpd.signals.batch import TraceRecords
 from mcpd.signals.rows import SpanRow
 
-_ENTITY_AND_PAYLOADS = (
-    "entity_kind",
-    "entity_id",
-    "entity_name",
-    "input",
-    "output",
-    "attributes",
-    "metadata",
-)
 _USAGE_TOTALS = ("input_tokens", "output_tokens", "total_tokens")
 _COST_AMOUNTS = (
     ("input_cost", "input_cost"),
@@ -41,12 +33,22 @@ _COST_AMOUNTS = (
 )
 
 
+PAYLOADS = ("input", "output", "attributes", "metadata")
+"""A span's JSON payloads: the bulk of its bytes, passed through as stored where they can be."""
+
+
 def trace_detail_json(records: TraceRecords) -> bytes:
     """The spec's JSON of the TraceDetail of `records` (what `GET /v1/api/traces/{id}` serves)."""
+    return detail_json(records, [span_document(row) for row in records.spans])
+
+
+def detail_json(records: TraceRecords, spans: Sequence[Any]) -> bytes:
+    """The TraceDetail of `records` with `spans` in its place: span documents, or spans already
+    rendered (`orjson.Fragment`s of `stored_span_json`). `records.spans` is not read."""
     return orjson.dumps(
         {
             "trace": encode(messages.trace_message(records.trace)),
-            "spans": [span_document(row) for row in records.spans],
+            "spans": spans,
             "logs": [encode(messages.log_message(row)) for row in records.logs],
             "scores": [encode(messages.score_message(row)) for row in records.scores],
             "feedback": [encode(messages.feedback_message(row)) for row in records.feedback],
@@ -55,8 +57,21 @@ def trace_detail_json(records: TraceRecords) -> bytes:
 
 
 def span_document(row: SpanRow) -> dict[str, Any]:
-    """`codec.encode(messages.span_message(row))`, without building the message: the fields in
-    the Span's declaration order, optional ones only when present, repeated ones always."""
+    """`codec.encode(messages.span_message(row))`, without building the message: optional fields
+    only when present, repeated ones always (the payloads come last, not in declaration order:
+    JSON objects have none)."""
+    document = span_head(row)
+    get = cast(Mapping[str, Any], row).get
+    for name in PAYLOADS:
+        value = get(name)
+        if value is not None:
+            document[name] = value
+    return document
+
+
+def span_head(row: SpanRow) -> dict[str, Any]:
+    """`span_document(row)` without the payloads: what the SQL stores keep rendered beside each
+    span (the `head_json` column), so a trace's detail is put together from text."""
     get = cast(Mapping[str, Any], row).get
     document: dict[str, Any] = {"trace_id": row["trace_id"], "span_id": row["span_id"]}
     _put(document, "parent_span_id", get("parent_span_id"))
@@ -69,10 +84,9 @@ def span_document(row: SpanRow) -> dict[str, Any]:
     _put(document, "duration_ns", get("duration_ns"))
     document["is_root"] = bool(get("is_root"))
     document["is_event"] = bool(get("is_event"))
-    for name in _ENTITY_AND_PAYLOADS:
-        value = get(name)
-        if value is not None:
-            document[name] = value
+    _put(document, "entity_kind", get("entity_kind"))
+    _put(document, "entity_id", get("entity_id"))
+    _put(document, "entity_name", get("entity_name"))
     _put(document, "usage", _usage(row))
     _put(document, "cost", _cost(row))
     _put(document, "model_parameters", _complete(get("model_parameters"), _MODEL_PARAMETERS))
@@ -85,6 +99,25 @@ def span_document(row: SpanRow) -> dict[str, Any]:
     _put_time(document, "received_at", get("received_at"))
     _put(document, "ingest_key", get("ingest_key"))
     return document
+
+
+def stored_span_json(head: str, payloads: Sequence[str | None]) -> orjson.Fragment:
+    """One span's JSON from its stored head and its stored payload texts (in `PAYLOADS` order,
+    None when absent), spliced without parsing them."""
+    parts = [head[:-1]]
+    for name, text in zip(PAYLOADS, payloads, strict=True):
+        if text is not None:
+            parts.append(f',"{name}":{_standard_json(text)}')
+    parts.append("}")
+    return orjson.Fragment("".join(parts))
+
+
+def _standard_json(text: str) -> str:
+    # The stores' serializer writes a non-finite number as NaN or Infinity, which JSON has no
+    # spelling for; such a document is re-encoded (those numbers become null), the rest passes.
+    if "NaN" not in text and "Infinity" not in text:
+        return text
+    return orjson.dumps(json.loads(text)).decode()
 
 
 # What the codec always writes for these messages (their non-optional fields, at zero).

@@ -94,6 +94,15 @@ class TraceStore(Protocol):
         trace row with this id."""
         ...
 
+    def trace_detail_json(
+        self, project: str, trace_id: str, *, logs: bool, scores: bool, feedback: bool
+    ) -> bytes | None:
+        """The spec's JSON of the TraceDetail of `trace_records(...)` with the same arguments
+        (what `GET /v1/api/traces/{trace_id}` serves), equal to the codec's encoding of that
+        message; None when there is no such trace. A backend may put it together from text it
+        stored with each span rather than from decoded rows (`mcpd.signals.documents`)."""
+        ...
+
     def facet_value_count(self, project: str, facet: str, key: str) -> int:
         """How many distinct values the facet table holds for (project, facet, key); `key` is
         '' for every facet but `metric_label_value`."""

@@ -1,4 +1,5 @@
-"""The parameters of bulk upserts: `json_text` (a C encoder built once) gives exactly the text of
+"""The parameters of bulk upserts: `json_text` (a C encoder built once) and a span's rendered
+`head_json` (orjson) give exactly the text of
 `json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode`, NUL scrubbed; and the
 reads `reproject` makes are the statements it used to build per call."""
 
@@ -9,20 +10,22 @@ import math
 import random
 from collections import OrderedDict
 from enum import IntEnum
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from sqlalchemy import select
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import psycopg
 
+from mcpd.signals.documents import span_head
 from mcpd.signals.projection import (
     PROJECTION_FEEDBACK_COLUMNS,
     PROJECTION_SCORE_COLUMNS,
     PROJECTION_SPAN_COLUMNS,
 )
+from mcpd.signals.rows import SpanRow
 from mcpd.storage.sql.dialect import SqlDialect
-from mcpd.storage.sql.schema.trace import feedback, scores, spans, traces
+from mcpd.storage.sql.schema.trace import HEAD_JSON, feedback, scores, spans, traces
 from mcpd.storage.sql.signals.reproject import _select
 from mcpd.storage.sql.signals.statements import _scrub, bulk_upsert, json_text
 
@@ -124,6 +127,8 @@ def test_json_text_refuses_nothing_more() -> None:
 def _reference_params(table: Any, row: dict[str, Any]) -> tuple[Any, ...]:
     upsert = bulk_upsert(table, SqlDialect.SQLITE)
     values = [row.get(name) for name in upsert.columns]
+    if HEAD_JSON in upsert.columns:
+        values[upsert.columns.index(HEAD_JSON)] = reference_json_text(span_head(cast(SpanRow, row)))
     for position in upsert.json_positions:
         if values[position] is not None:
             values[position] = reference_json_text(values[position])

@@ -83,6 +83,7 @@ REVISIONS = {
         "0002_session_read_model",
         "0003_ingest_keys_held_spans",
         "0004_query_read_paths",
+        "0005_span_head_json",
     ],
     "run": ["0001_initial"],
     "control": ["0001_initial", "0002_key_owner_audit_order"],

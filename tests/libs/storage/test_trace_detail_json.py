@@ -1,63 +1,28 @@
-"""The TraceDetail JSON rendered from rows (`mcpd.signals.documents`) is exactly the codec's JSON
-of the TraceDetail message, for what each backend reads back: spans ingested through
-`messages.span_row` with every field and payload shape, and the behaviour suite's dataset."""
+"""`TraceStore.trace_detail_json` is exactly the codec's JSON of the TraceDetail message of
+`trace_records`: on every backend for spans ingested through `messages.span_row` with every
+field and payload shape, and on the SQL stores for spans stored before they rendered each span's
+head (`mcpd.signals.documents`). test_query_store_detail.py checks the behaviour suite's data."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from google.protobuf import struct_pb2
+from sqlalchemy import text
 
 from mcpd import codec
-from mcpd.model.v1 import enums_pb2, query_pb2, telemetry_pb2
+from mcpd.model.v1 import enums_pb2, telemetry_pb2
 from mcpd.signals import documents, messages
-from mcpd.signals.batch import SignalBatch, TraceRecords
-from mcpd.signals.queries import TraceQuery
-from tests.libs.storage import query_data
-from tests.libs.storage.helpers import OpenedStore
+from mcpd.signals.batch import SignalBatch
+from tests.libs.storage.detail_checks import rendered_and_encoded
+from tests.libs.storage.helpers import OpenedStore, open_store
 
 T0 = 1_793_491_200_123_456_789
 TRACE = "0af7651916cd43dd8448eb211c80319c"
-
-# The behaviour suite's dataset in a migrated store per backend (read only here).
-store = query_data.loaded
-
-
-def codec_json(records: TraceRecords) -> Any:
-    """What `GET /v1/api/traces/{id}` answered before: the codec's JSON of the message."""
-    return codec.encode(
-        query_pb2.TraceDetail(
-            trace=messages.trace_message(records.trace),
-            spans=[messages.span_message(row) for row in records.spans],
-            logs=[messages.log_message(row) for row in records.logs],
-            scores=[messages.score_message(row) for row in records.scores],
-            feedback=[messages.feedback_message(row) for row in records.feedback],
-        )
-    )
-
-
-def as_doubles(document: Any) -> Any:
-    """`document` with every integer too large for a double to hold exactly made a double.
-
-    A payload number is a double (google.protobuf.Value): 2**60 sent by a producer comes back
-    from PostgreSQL's jsonb as the integer 1152921504606847000, which the codec's path writes as
-    1.152921504606847e+18 and the rendered path as it was read. Both are the same double to any
-    JSON reader; only Python's exact int/float comparison tells them apart."""
-    if isinstance(document, dict):
-        return {key: as_doubles(item) for key, item in document.items()}
-    if isinstance(document, list):
-        return [as_doubles(item) for item in document]
-    if isinstance(document, int) and not isinstance(document, bool) and abs(document) >= 2**53:
-        return float(document)
-    return document
-
-
-def rendered_and_encoded(records: TraceRecords) -> tuple[Any, Any]:
-    return as_doubles(orjson.loads(documents.trace_detail_json(records))), as_doubles(
-        codec_json(records)
-    )
 
 
 def value(document: Any) -> struct_pb2.Value:
@@ -130,10 +95,8 @@ def test_ingested_spans_render_as_the_codec_encodes_them(trace_store: OpenedStor
     batch = SignalBatch(key_project="p", ingest_key=None, received_at=T0 + 9_000_000, spans=rows)
     assert store.write_batches([batch]) == [True]
 
-    records = store.trace_records("p", TRACE, logs=True, scores=True, feedback=True)
+    rendered, encoded = rendered_and_encoded(store, "p", TRACE)
 
-    assert records is not None
-    rendered, encoded = rendered_and_encoded(records)
     assert rendered == encoded
     root = rendered["spans"][0]
     assert root["start_time"] == "2026-11-01T00:00:00.123Z"
@@ -146,19 +109,60 @@ def test_ingested_spans_render_as_the_codec_encodes_them(trace_store: OpenedStor
     assert rendered["logs"] == rendered["scores"] == rendered["feedback"] == []
 
 
-@pytest.mark.parametrize("include", [False, True])
-def test_every_trace_of_the_dataset_renders_as_the_codec_encodes_it(
-    store: Any, include: bool
-) -> None:
-    traces = store.list_traces(query_data.P, TraceQuery()).rows
-    assert len(traces) == 6
-    for trace in traces:
-        records = store.trace_records(
-            query_data.P, trace["trace_id"], logs=include, scores=include, feedback=include
+def write_nan_span(store: Any) -> None:
+    row = messages.span_row(ingested_spans()[1])
+    row["attributes"] = {"ratio": float("nan"), "ok": 1}
+    batch = SignalBatch(key_project="p", ingest_key=None, received_at=T0 + 9_000_000, spans=[row])
+    assert store.write_batches([batch]) == [True]
+
+
+@pytest.fixture
+def sql_store(backend: str, backend_url: str | None, tmp_path: Path) -> Iterator[OpenedStore]:
+    """A migrated trace store on each SQL backend (only they keep a rendered head per span)."""
+    opened = open_store("trace", backend, tmp_path, backend_url)
+    try:
+        opened.store.migrate()
+        yield opened
+    finally:
+        opened.store.close()
+
+
+def test_spans_stored_before_the_rendered_head_render_alike(sql_store: OpenedStore) -> None:
+    store = sql_store.store
+    rows = [messages.span_row(span) for span in ingested_spans()]
+    batch = SignalBatch(key_project="p", ingest_key=None, received_at=T0 + 9_000_000, spans=rows)
+    assert store.write_batches([batch]) == [True]
+    fresh = orjson.loads(
+        store.trace_detail_json("p", TRACE, logs=False, scores=False, feedback=False)
+    )
+    assert sql_store.engine is not None
+    with sql_store.engine.begin() as conn:
+        conn.execute(
+            text("UPDATE spans SET head_json = NULL WHERE span_id = :id"), {"id": "b" * 16}
         )
-        assert records is not None
-        rendered, encoded = rendered_and_encoded(records)
-        assert rendered == encoded
+
+    old = orjson.loads(
+        store.trace_detail_json("p", TRACE, logs=False, scores=False, feedback=False)
+    )
+
+    assert old == fresh
+    rendered, encoded = rendered_and_encoded(store, "p", TRACE, include=False)
+    assert rendered == encoded
+
+
+def test_a_payload_with_a_non_finite_number_still_renders_as_json(tmp_path: Path) -> None:
+    # SQLite stores a NaN inside a payload as the serializer writes it (the token NaN). JSON has
+    # no spelling for it: the detail carries null there and still parses.
+    opened = open_store("trace", "sqlite", tmp_path, None)
+    store = opened.store
+    store.migrate()
+    write_nan_span(store)
+
+    body = store.trace_detail_json("p", TRACE, logs=False, scores=False, feedback=False)
+
+    assert body is not None
+    assert orjson.loads(body)["spans"][0]["attributes"] == {"ratio": None, "ok": 1}
+    store.close()
 
 
 def test_a_row_missing_fields_the_codec_always_writes_still_renders_them() -> None:
@@ -183,3 +187,24 @@ def test_a_row_missing_fields_the_codec_always_writes_still_renders_them() -> No
     assert document["links"][0] == codec.encode(
         telemetry_pb2.SpanLink(trace_id="1" * 32, span_id="2" * 16)
     )
+
+
+def test_nul_characters_render_as_the_stored_text_holds_them(trace_store: OpenedStore) -> None:
+    # Text columns replace NUL with U+FFFD (PostgreSQL's text cannot hold it): the rendered head
+    # must say what the row reads back, not what was sent.
+    store = trace_store.store
+    store.migrate()
+    span = ingested_spans()[1]
+    span.name = "tool\x00call"
+    span.model = "m\x00"
+    span.attributes.CopyFrom(value({"k\x00": "v\x00"}))
+    batch = SignalBatch(
+        key_project="p", ingest_key=None, received_at=T0, spans=[messages.span_row(span)]
+    )
+    assert store.write_batches([batch]) == [True]
+
+    rendered, encoded = rendered_and_encoded(store, "p", TRACE)
+
+    assert rendered == encoded
+    assert rendered["spans"][0]["name"] == "tool\ufffdcall"
+    assert rendered["spans"][0]["model"] == "m\ufffd"

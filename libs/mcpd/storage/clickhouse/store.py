@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 from mcpd.model.v1 import query_pb2
 from mcpd.runtime.errors import Unimplemented
+from mcpd.signals import documents
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
 from mcpd.signals.queries import (
     CostPoint,
@@ -83,6 +84,13 @@ class ClickHouseTraceStore:
         return self._signals.trace_records(
             project, trace_id, logs=logs, scores=scores, feedback=feedback
         )
+
+    def trace_detail_json(
+        self, project: str, trace_id: str, *, logs: bool, scores: bool, feedback: bool
+    ) -> bytes | None:
+        """The spec JSON of one trace's TraceDetail, rendered from its rows."""
+        records = self.trace_records(project, trace_id, logs=logs, scores=scores, feedback=feedback)
+        return None if records is None else documents.trace_detail_json(records)
 
     def facet_value_count(self, project: str, facet: str, key: str) -> int:
         """How many distinct values the facet table holds for (project, facet, key)."""

@@ -69,6 +69,15 @@ class SqlTraceStore(SqlStore):
                 conn, project, trace_id, logs=logs, scores=scores, feedback=feedback
             )
 
+    def trace_detail_json(
+        self, project: str, trace_id: str, *, logs: bool, scores: bool, feedback: bool
+    ) -> bytes | None:
+        """The spec JSON of one trace's TraceDetail, put together from stored text."""
+        with read_connection(self._engine) as conn:
+            return signals.trace_detail_json(
+                conn, project, trace_id, logs=logs, scores=scores, feedback=feedback
+            )
+
     def facet_value_count(self, project: str, facet: str, key: str) -> int:
         """Distinct values the facet table holds for (project, facet, key)."""
         with read_connection(self._engine) as conn:

@@ -30,6 +30,9 @@ of a row):
   tables instead, `spans_fts` and `logs_fts`, which are not in this MetaData: the migration
   creates them with the triggers that drop a row's entry when the row is deleted
   (`mcpd.storage.sql.signals.statements` documents the index).
+* `head_json` on spans: the span's spec JSON without its payloads (`mcpd.signals.documents`),
+  rendered when the row is written, so a trace's detail is put together from stored text (NULL
+  on rows written before revision 0005; their trace is rendered from the rows).
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ metadata = new_metadata()
 
 ARRIVAL_SEQ = "arrival_seq"
 SEARCH_VECTOR = "search_vector"
-STORE_COLUMNS = frozenset({ARRIVAL_SEQ, SEARCH_VECTOR})
+HEAD_JSON = "head_json"
+STORE_COLUMNS = frozenset({ARRIVAL_SEQ, SEARCH_VECTOR, HEAD_JSON})
 """Columns the store maintains itself: not part of a row (`mcpd.signals.rows`)."""
 
 
@@ -128,6 +132,7 @@ spans = Table(
     Column("provider", Text),
     Column("received_at", TimestampNs, nullable=False),
     Column("ingest_key", Text),
+    Column(HEAD_JSON, Text),
     PrimaryKeyConstraint("project", "trace_id", "span_id"),
     index("spans", "project", "start_time"),
     index("spans", "project", "is_root", "start_time"),

@@ -12,6 +12,7 @@ from mcpd.storage.sql.signals.reads import (
     facet_value_count,
     held_traces,
     session_spans,
+    trace_detail_json,
     trace_records,
 )
 from mcpd.storage.sql.signals.writes import release_held, write_batches
@@ -21,6 +22,7 @@ __all__ = [
     "held_traces",
     "release_held",
     "session_spans",
+    "trace_detail_json",
     "trace_records",
     "write_batches",
 ]

@@ -9,16 +9,20 @@ are put in read order in Python (`order_spans`), since their depth in the tree i
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, cast
 
-from sqlalchemy import Connection, Select, Table, func, select
+from sqlalchemy import Connection, Select, Table, Text, func, select
+from sqlalchemy import cast as sql_cast
 
+from mcpd.signals import documents
 from mcpd.signals.batch import HeldTrace, TraceRecords
+from mcpd.signals.documents import PAYLOADS
 from mcpd.signals.projection import HELD_SPAN_FIELDS, order_spans, summarize_held
 from mcpd.signals.rows import FeedbackRow, LogRow, ScoreRow, SpanRow, TraceRow
 from mcpd.storage.sql.schema import trace as schema
-from mcpd.storage.sql.schema.trace import facet_values, held_spans, row_columns
+from mcpd.storage.sql.schema.trace import HEAD_JSON, facet_values, held_spans, row_columns
 
 # Each held-span field read out of the JSON row as text (portable: SQLite's json_extract and
 # PostgreSQL's ->> agree on text), then converted here.
@@ -39,9 +43,26 @@ def trace_records(
     if not found:
         return None
     span_rows = rows_of(conn, _of_trace(schema.spans, project, trace_id))
+    attached = _attached(
+        conn, project, trace_id, found[0], logs=logs, scores=scores, feedback=feedback
+    )
+    return dataclasses.replace(attached, spans=order_spans(cast(list[SpanRow], span_rows)))
+
+
+def _attached(
+    conn: Connection,
+    project: str,
+    trace_id: str,
+    trace: dict[str, Any],
+    *,
+    logs: bool,
+    scores: bool,
+    feedback: bool,
+) -> TraceRecords:
+    """The trace's records without its spans: the trace row and, as asked, what hangs off it."""
     return TraceRecords(
-        trace=cast(TraceRow, found[0]),
-        spans=order_spans(cast(list[SpanRow], span_rows)),
+        trace=cast(TraceRow, trace),
+        spans=[],
         logs=cast(list[LogRow], _timed(conn, schema.logs, "log_id", project, trace_id, logs)),
         scores=cast(
             list[ScoreRow], _timed(conn, schema.scores, "score_id", project, trace_id, scores)
@@ -51,6 +72,46 @@ def trace_records(
             _timed(conn, schema.feedback, "feedback_id", project, trace_id, feedback),
         ),
     )
+
+
+def trace_detail_json(
+    conn: Connection, project: str, trace_id: str, *, logs: bool, scores: bool, feedback: bool
+) -> bytes | None:
+    """The spec JSON of one trace's TraceDetail (see `TraceStore.trace_detail_json`): each span
+    put together from its stored `head_json` and payload texts, none of them parsed. A trace
+    holding a span written before `head_json` existed is rendered from its rows."""
+    found = rows_of(conn, _of_trace(schema.traces, project, trace_id))
+    if not found:
+        return None
+    spans = schema.spans
+    stored = conn.execute(
+        select(
+            spans.c.span_id,
+            spans.c.parent_span_id,
+            spans.c.start_time,
+            spans.c[HEAD_JSON],
+            *(sql_cast(spans.c[name], Text) for name in PAYLOADS),
+        ).where(spans.c.project == project, spans.c.trace_id == trace_id)
+    ).all()
+    if any(row.head_json is None for row in stored):
+        records = trace_records(
+            conn, project, trace_id, logs=logs, scores=scores, feedback=feedback
+        )
+        return None if records is None else documents.trace_detail_json(records)
+    by_id = {row.span_id: row for row in stored}
+    # Read order needs only the tree and the start times (`order_spans`).
+    keys = [
+        {"span_id": row.span_id, "parent_span_id": row.parent_span_id, "start_time": row.start_time}
+        for row in stored
+    ]
+    spans_json = [
+        documents.stored_span_json(by_id[key["span_id"]].head_json, by_id[key["span_id"]][4:])
+        for key in order_spans(cast(list[SpanRow], keys))
+    ]
+    attached = _attached(
+        conn, project, trace_id, found[0], logs=logs, scores=scores, feedback=feedback
+    )
+    return documents.detail_json(attached, spans_json)
 
 
 def session_spans(conn: Connection, project: str, session_id: str, *, limit: int) -> list[SpanRow]:
