@@ -14,7 +14,7 @@ every kind of span the behaviour suite stores, on every backend.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import orjson
@@ -42,9 +42,9 @@ def trace_detail_json(records: TraceRecords) -> bytes:
     return detail_json(records, [span_document(row) for row in records.spans])
 
 
-def detail_json(records: TraceRecords, spans: Sequence[Any]) -> bytes:
-    """The TraceDetail of `records` with `spans` in its place: span documents, or spans already
-    rendered (`orjson.Fragment`s of `stored_span_json`). `records.spans` is not read."""
+def detail_json(records: TraceRecords, spans: list[dict[str, Any]] | orjson.Fragment) -> bytes:
+    """The TraceDetail of `records` with `spans` in its place: span documents, or the spans'
+    array already rendered (`stored_spans_json`). `records.spans` is not read."""
     return orjson.dumps(
         {
             "trace": encode(messages.trace_message(records.trace)),
@@ -101,15 +101,28 @@ def span_head(row: SpanRow) -> dict[str, Any]:
     return document
 
 
-def stored_span_json(head: str, payloads: Sequence[str | None]) -> orjson.Fragment:
-    """One span's JSON from its stored head and its stored payload texts (in `PAYLOADS` order,
-    None when absent), spliced without parsing them."""
+def stored_spans_json(stored: Sequence[Sequence[str | None]]) -> orjson.Fragment:
+    """The JSON array of spans stored as (head, then the payload texts in `PAYLOADS` order, None
+    when absent), spliced without parsing any of them."""
+    body = "[" + ",".join([_span_text(span, _as_stored) for span in stored]) + "]"
+    if "NaN" in body or "Infinity" in body:  # rare (or just such words in a string): recheck
+        body = "[" + ",".join([_span_text(span, _standard_json) for span in stored]) + "]"
+    return orjson.Fragment(body)
+
+
+def _span_text(span: Sequence[str | None], payload: Callable[[str], str]) -> str:
+    head = span[0]
+    assert head is not None
     parts = [head[:-1]]
-    for name, text in zip(PAYLOADS, payloads, strict=True):
+    for name, text in zip(PAYLOADS, span[1:], strict=True):
         if text is not None:
-            parts.append(f',"{name}":{_standard_json(text)}')
+            parts.append(f',"{name}":{payload(text)}')
     parts.append("}")
-    return orjson.Fragment("".join(parts))
+    return "".join(parts)
+
+
+def _as_stored(text: str) -> str:
+    return text
 
 
 def _standard_json(text: str) -> str:

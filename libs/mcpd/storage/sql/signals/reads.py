@@ -104,10 +104,12 @@ def trace_detail_json(
         {"span_id": row.span_id, "parent_span_id": row.parent_span_id, "start_time": row.start_time}
         for row in stored
     ]
-    spans_json = [
-        documents.stored_span_json(by_id[key["span_id"]].head_json, by_id[key["span_id"]][4:])
-        for key in order_spans(cast(list[SpanRow], keys))
-    ]
+    spans_json = documents.stored_spans_json(
+        [
+            (by_id[key["span_id"]].head_json, *by_id[key["span_id"]][4:])
+            for key in order_spans(cast(list[SpanRow], keys))
+        ]
+    )
     attached = _attached(
         conn, project, trace_id, found[0], logs=logs, scores=scores, feedback=feedback
     )
