@@ -7,7 +7,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import grpc
 from google.api import httpbody_pb2
@@ -77,6 +77,7 @@ JSON_CONTENT_TYPE = "application/json"
 MAX_METRIC_POINTS = 1_000_000
 """Raw points one series request may aggregate; a wider window is refused, not truncated."""
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
+_Found = TypeVar("_Found")
 _FACETS = enum_names(enums_pb2.Facet.DESCRIPTOR).by_number
 _DELTA_SIGNALS = enum_names(enums_pb2.DeltaSignal.DESCRIPTOR).by_number
 _LABEL_VALUE_FACET = "metric_label_value"
@@ -355,12 +356,7 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         request: query_service_pb2.GetTraceRequest,
         context: grpc.aio.ServicerContext[query_service_pb2.GetTraceRequest, query_pb2.TraceDetail],
     ) -> query_pb2.TraceDetail:
-        trace_id, include = _trace_request(request)
-        records = await asyncio.to_thread(
-            self._store.trace_records, request.project, trace_id, **include
-        )
-        if records is None:
-            raise _no_trace(trace_id)
+        records = await _one_trace(self._store.trace_records, request)
         return query_pb2.TraceDetail(
             trace=messages.trace_message(records.trace),
             spans=[messages.span_message(row) for row in records.spans],
@@ -374,12 +370,7 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         request: query_service_pb2.GetTraceRequest,
         context: grpc.aio.ServicerContext[query_service_pb2.GetTraceRequest, httpbody_pb2.HttpBody],
     ) -> httpbody_pb2.HttpBody:
-        trace_id, include = _trace_request(request)
-        body = await asyncio.to_thread(
-            self._store.trace_detail_json, request.project, trace_id, **include
-        )
-        if body is None:
-            raise _no_trace(trace_id)
+        body = await _one_trace(self._store.trace_detail_json, request)
         return httpbody_pb2.HttpBody(content_type=JSON_CONTENT_TYPE, data=body)
 
     async def GetHealth(
@@ -474,8 +465,11 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         return _tool_response("file_attention", result)
 
 
-def _trace_request(request: query_service_pb2.GetTraceRequest) -> tuple[str, dict[str, bool]]:
-    """The checked trace id of a GetTrace request, and what it includes as store arguments."""
+async def _one_trace(
+    read: Callable[..., _Found | None], request: query_service_pb2.GetTraceRequest
+) -> _Found:
+    """What `read` (a TraceStore read of one trace) finds for a GetTrace request, in a worker
+    thread; InvalidArgument for a bad id or include, NotFound when there is no such trace."""
     trace_id = _trace_id(request.trace_id)
     include = set(request.include)
     unknown = sorted(include - TRACE_INCLUDES)
@@ -485,11 +479,11 @@ def _trace_request(request: query_service_pb2.GetTraceRequest) -> tuple[str, dic
             + ", ".join(sorted(TRACE_INCLUDES)),
             field="include",
         )
-    return trace_id, {name: name in include for name in sorted(TRACE_INCLUDES)}
-
-
-def _no_trace(trace_id: str) -> NotFound:
-    return NotFound(f"there is no trace {trace_id!r} in this project", field="trace_id")
+    wanted = {name: name in include for name in sorted(TRACE_INCLUDES)}
+    found = await asyncio.to_thread(read, request.project, trace_id, **wanted)
+    if found is None:
+        raise NotFound(f"there is no trace {trace_id!r} in this project", field="trace_id")
+    return found
 
 
 def _trace_id(value: str) -> str:
