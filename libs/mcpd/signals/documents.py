@@ -26,11 +26,7 @@ from mcpd.signals.batch import TraceRecords
 from mcpd.signals.rows import SpanRow
 
 _USAGE_TOTALS = ("input_tokens", "output_tokens", "total_tokens")
-_COST_AMOUNTS = (
-    ("input_cost", "input_cost"),
-    ("output_cost", "output_cost"),
-    ("total_cost", "total_cost"),
-)
+_COST_AMOUNTS = ("input_cost", "output_cost", "total_cost")
 
 
 PAYLOADS = ("input", "output", "attributes", "metadata")
@@ -175,13 +171,9 @@ def _usage(row: SpanRow) -> dict[str, Any] | None:
 
 def _cost(row: SpanRow) -> dict[str, Any] | None:
     get = cast(Mapping[str, Any], row).get
-    amounts = {
-        field: float(amount)
-        for column, field in _COST_AMOUNTS
-        if (amount := get(column)) is not None
-    }
-    currency = row.get("cost_currency")
-    estimated = row.get("cost_is_estimated")
+    amounts = {name: float(amount) for name in _COST_AMOUNTS if (amount := get(name)) is not None}
+    currency = get("cost_currency")
+    estimated = get("cost_is_estimated")
     price_book = row.get("cost_price_book")
     if not amounts and currency is None and estimated is None and price_book is None:
         return None

@@ -93,26 +93,26 @@ def trace_detail_json(
             *(sql_cast(spans.c[name], Text) for name in PAYLOADS),
         ).where(spans.c.project == project, spans.c.trace_id == trace_id)
     ).all()
-    if any(row.head_json is None for row in stored):
-        records = trace_records(
-            conn, project, trace_id, logs=logs, scores=scores, feedback=feedback
-        )
-        return None if records is None else documents.trace_detail_json(records)
-    by_id = {row.span_id: row for row in stored}
-    # Read order needs only the tree and the start times (`order_spans`).
-    keys = [
-        {"span_id": row.span_id, "parent_span_id": row.parent_span_id, "start_time": row.start_time}
-        for row in stored
-    ]
-    spans_json = documents.stored_spans_json(
-        [
-            (by_id[key["span_id"]].head_json, *by_id[key["span_id"]][4:])
-            for key in order_spans(cast(list[SpanRow], keys))
-        ]
-    )
     attached = _attached(
         conn, project, trace_id, found[0], logs=logs, scores=scores, feedback=feedback
     )
+    if any(row.head_json is None for row in stored):
+        span_rows = order_spans(
+            cast(list[SpanRow], rows_of(conn, _of_trace(spans, project, trace_id)))
+        )
+        return documents.trace_detail_json(dataclasses.replace(attached, spans=span_rows))
+    # Read order needs only the tree and the start times; each key carries its stored texts.
+    keys = [
+        {
+            "span_id": row.span_id,
+            "parent_span_id": row.parent_span_id,
+            "start_time": row.start_time,
+            "texts": row[3:],
+        }
+        for row in stored
+    ]
+    ordered = cast(list[dict[str, Any]], order_spans(cast(list[SpanRow], keys)))
+    spans_json = documents.stored_spans_json([key["texts"] for key in ordered])
     return documents.detail_json(attached, spans_json)
 
 

@@ -270,12 +270,14 @@ class BulkUpsert:
     columns: tuple[str, ...]
     json_positions: tuple[int, ...]
     text_positions: tuple[int, ...]
-    # `itemgetter(*columns)`: one C call per row where a comprehension of `get`s costs fifty.
+    # The columns read from the row: `columns` but a span's `head_json`, which is rendered from
+    # the row as it is written, at `head_position`.
+    picked: tuple[str, ...]
+    head_position: int | None
+    # `itemgetter(*picked)`: one C call per row where a comprehension of `get`s costs fifty.
     pick: Callable[[Mapping[str, Any]], tuple[Any, ...]]
     # Whether the table has `arrival_seq` (bound once per statement, after the row's columns).
     stamped: bool
-    # Whether the table has `head_json`, rendered from each row as it is written.
-    rendered: bool
     # Whether the table is searched (`SEARCH_TEXT`), and SQLite's statements on its FTS table.
     searched: bool
     unindex_sql: str
@@ -313,12 +315,13 @@ class BulkUpsert:
 
     def params(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
         """The row's values in column order, JSON serialised and NUL replaced."""
-        row = self._rendered(row)
         try:
             values = list(self.pick(row))
         except KeyError:  # a row that leaves optional columns out
             get = row.get
-            values = [get(name) for name in self.columns]
+            values = [get(name) for name in self.picked]
+        if self.head_position is not None:
+            values.insert(self.head_position, head_json_text(row))
         for position in self.json_positions:
             document = values[position]
             if document is not None:
@@ -350,16 +353,15 @@ class BulkUpsert:
         )
 
     def _document(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        document = self._rendered(row)
+        """The row with what the store derives from it: a span's head, the search vector."""
+        derived: dict[str, Any] = {}
+        if self.head_position is not None:
+            derived[HEAD_JSON] = head_json_text(row)
         if self.searched:
-            return {**document, SEARCH_VECTOR: folded_words(indexed_text(self.table, row))}
-        return document if isinstance(document, dict) else dict(document)
-
-    def _rendered(self, row: Mapping[str, Any]) -> Mapping[str, Any]:
-        """The row with the columns rendered from it: a span's `head_json`."""
-        if not self.rendered:
-            return row
-        return {**row, HEAD_JSON: head_json_text(row)}
+            derived[SEARCH_VECTOR] = folded_words(indexed_text(self.table, row))
+        if derived:
+            return {**row, **derived}
+        return row if isinstance(row, dict) else dict(row)
 
 
 def _compact_chunks() -> Callable[[Any, int], Sequence[str]]:
@@ -490,6 +492,7 @@ def bulk_upsert(target: Table, dialect: SqlDialect) -> BulkUpsert:
             assert_never(dialect)
     kinds = {c.name: c.type for c in target.columns}
     searched = target.name in SEARCH_TEXT
+    picked = tuple(name for name in columns if name != HEAD_JSON)
     return BulkUpsert(
         dialect=dialect,
         table=target.name,
@@ -499,9 +502,10 @@ def bulk_upsert(target: Table, dialect: SqlDialect) -> BulkUpsert:
             i for i, name in enumerate(columns) if isinstance(kinds[name], JsonDocument)
         ),
         text_positions=tuple(i for i, name in enumerate(columns) if isinstance(kinds[name], Text)),
-        pick=itemgetter(*columns),
+        picked=picked,
+        head_position=columns.index(HEAD_JSON) if HEAD_JSON in columns else None,
+        pick=itemgetter(*picked),
         stamped=stamped,
-        rendered=HEAD_JSON in names,
         searched=searched,
         unindex_sql=_fts_delete(target) if searched and dialect is SqlDialect.SQLITE else "",
         index_sql=_fts_insert(target) if searched and dialect is SqlDialect.SQLITE else "",
