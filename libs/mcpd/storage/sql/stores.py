@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
+
+from sqlalchemy.engine import Engine
 
 from mcpd.model.v1 import query_pb2
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
@@ -30,12 +33,19 @@ from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.engine import read_connection
 from mcpd.storage.sql.schema import StoreName
 from mcpd.storage.sql.signals import analytics, deltas, erasure, lists
+from mcpd.storage.sql.statistics import PlannerStatistics
 
 
 class SqlTraceStore(SqlStore):
     """The trace store on SQLite or PostgreSQL."""
 
     _store = StoreName.TRACE
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self._statistics = (
+            PlannerStatistics(engine) if self._dialect is SqlDialect.POSTGRES else None
+        )
 
     def capabilities(self) -> query_pb2.StoreCapabilities:
         """This backend's row of `mcpd.storage.capabilities`."""
@@ -46,7 +56,16 @@ class SqlTraceStore(SqlStore):
         if not batches:
             return []
         with self._engine.begin() as conn:
-            return signals.write_batches(conn, self._dialect, batches)
+            written = signals.write_batches(conn, self._dialect, batches)
+        if self._statistics is not None:
+            self._statistics.wrote(_rows_written(batches, written))
+        return written
+
+    def close(self) -> None:
+        """Wait for a running ANALYZE, then dispose of the connection pool. Idempotent."""
+        if self._statistics is not None:
+            self._statistics.wait()
+        super().close()
 
     def held_traces(self) -> list[HeldTrace]:
         """A summary of every trace with held spans, oldest first arrival first."""
@@ -190,3 +209,20 @@ class SqlRunStore(SqlStore):
             return RunErasure()
         with self._engine.begin() as conn:
             return run_erasure.erase_subject(conn, self._dialect, project, user_ids)
+
+
+def _rows_written(batches: Sequence[SignalBatch], written: Sequence[bool]) -> Counter[str]:
+    """Rows the written batches add to each table (traces: one per trace their spans touch)."""
+    counts: Counter[str] = Counter()
+    for batch, ok in zip(batches, written, strict=True):
+        if not ok:
+            continue
+        counts["spans"] += len(batch.spans)
+        counts["traces"] += len({span["trace_id"] for span in batch.spans})
+        counts["held_spans"] += len(batch.held_spans)
+        counts["logs"] += len(batch.logs)
+        counts["metrics"] += len(batch.metrics)
+        counts["scores"] += len(batch.scores)
+        counts["feedback"] += len(batch.feedback)
+        counts["aspect_notes"] += len(batch.aspect_notes)
+    return counts
