@@ -1,6 +1,10 @@
 """The ingest role's parts, built once per process: policies, writer, tail sampler, pipeline,
 and the sessions of ingested traces (`TraceSessions`, told about every stored batch).
 
+An ingest worker (`cli.ingest_workers`) builds the same role with two parts left to its parent:
+it hands the sessions of what it stored to `stored` instead of rebuilding them (the session
+search index has one writer), and does not sweep held traces (the parent decides them all).
+
 Order matters on the way out: the writer and the tail sampler are registered on the exit stack
 BEFORE the gRPC servers that feed them, so shutdown drains the servers first (no new batch
 arrives), then the sampler stops, then the writer commits what is queued, then the trace
@@ -10,8 +14,9 @@ sessions are rebuilt one last time.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cli.projects import apply_projects, load_projects_file
 from mcpd.pricing import load_price_book
@@ -19,7 +24,7 @@ from mcpd.redaction import load_or_create_key
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.config import Settings
 from mcpd.runtime.server import ServiceRegistration
-from mcpd.signals.batch import IngestLag
+from mcpd.signals.batch import IngestLag, SignalBatch
 from mcpd.storage import Stores
 from services.ingest import registrations
 from services.ingest.cardinality import LabelCardinality
@@ -40,6 +45,11 @@ class IngestRole:
     pipeline: IngestPipeline
     writer: BatchWriter
     policies: ProjectPolicies
+    # The sessions of stored traces this process rebuilds (None in an ingest worker).
+    sessions: TraceSessions | None
+    tail: TailSampler
+    # The lag of other processes that ingest for this one (its ingest workers).
+    remote_lags: list[Callable[[], IngestLag]] = field(default_factory=list)
 
     def registrations(self, clock: Clock) -> list[ServiceRegistration]:
         """Native IngestService plus the OTLP collector services."""
@@ -50,8 +60,12 @@ class IngestRole:
         return otlp_registrations(self.pipeline)
 
     def lag(self) -> IngestLag:
-        """Records waiting for storage, and the oldest one's age."""
-        return self.writer.lag()
+        """Records waiting for storage, and the oldest one's age, here and in the workers."""
+        lags = [self.writer.lag(), *(remote() for remote in self.remote_lags)]
+        return IngestLag(
+            pending_records=sum(lag.pending_records for lag in lags),
+            oldest_age_s=max(lag.oldest_age_s for lag in lags),
+        )
 
 
 def redaction_key(settings: Settings) -> bytes:
@@ -78,16 +92,27 @@ def project_policies(settings: Settings, stores: Stores, clock: Clock) -> Projec
 
 
 async def start_ingest(
-    stack: AsyncExitStack, settings: Settings, stores: Stores, clock: Clock
+    stack: AsyncExitStack,
+    settings: Settings,
+    stores: Stores,
+    clock: Clock,
+    *,
+    stored: Callable[[SignalBatch], None] | None = None,
+    sweep_tail: bool = True,
 ) -> IngestRole:
-    """Build the ingest role and register its shutdown on `stack`."""
+    """Build the ingest role and register its shutdown on `stack`. `stored` is told about
+    every stored batch instead of this process's own `TraceSessions`; `sweep_tail` False
+    leaves held traces to another process (see the module docstring)."""
     ingest = settings.ingest
     policies = await asyncio.to_thread(project_policies, settings, stores, clock)
-    # Registered before the writer, so it closes after it: batches the writer commits while
-    # closing are still noticed, and its close rebuilds what is noticed by then.
-    trace_sessions = TraceSessions(stores.trace, stores.sessions, clock)
-    trace_sessions.start()
-    stack.push_async_callback(trace_sessions.close)
+    trace_sessions = None
+    if stored is None:
+        # Registered before the writer, so it closes after it: batches the writer commits
+        # while closing are still noticed, and its close rebuilds what is noticed by then.
+        trace_sessions = TraceSessions(stores.trace, stores.sessions, clock)
+        trace_sessions.start()
+        stack.push_async_callback(trace_sessions.close)
+        stored = trace_sessions.notice
     writer = BatchWriter(
         stores.trace,
         monotonic=clock.monotonic,
@@ -97,8 +122,9 @@ async def start_ingest(
     writer.start()
     stack.push_async_callback(writer.close)
     tail = TailSampler(stores.trace, policies, clock)
-    tail.start()
-    stack.push_async_callback(tail.close)
+    if sweep_tail:
+        tail.start()
+        stack.push_async_callback(tail.close)
     cardinality = LabelCardinality(stores.trace, monotonic=clock.monotonic)
     pipeline = IngestPipeline(
         policies=policies,
@@ -106,6 +132,6 @@ async def start_ingest(
         clock=clock,
         tail=tail,
         label_values_seen=cardinality.values_seen,
-        on_stored=trace_sessions.notice,
+        on_stored=stored,
     )
-    return IngestRole(pipeline, writer, policies)
+    return IngestRole(pipeline, writer, policies, trace_sessions, tail)

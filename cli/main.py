@@ -26,7 +26,8 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the daemon (all roles unless --service)")
     serve.add_argument("--service", choices=role_names.ROLES, help="run one role only")
-    # Internal: the gateway child of an all-in-one `mcpd serve` (cli/gateway_process.py).
+    # Internal: a child of an all-in-one `mcpd serve`, its gateway (cli/gateway_process.py) or
+    # an ingest worker (cli/ingest_workers.py).
     serve.add_argument("--supervisor-fd", type=int, help=argparse.SUPPRESS)
     migrate = commands.add_parser("migrate", help="apply storage migrations and exit")
     migrate.add_argument(
@@ -72,8 +73,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         case "migrate":
             return _migrate(settings, check=args.check)
         case "serve":
-            if args.supervisor_fd is not None and args.service != "gateway":
-                print("mcpd: --supervisor-fd is for a gateway (--service gateway)", file=sys.stderr)
+            if args.supervisor_fd is not None and args.service not in ("gateway", "ingest"):
+                print(
+                    "mcpd: --supervisor-fd is for a gateway or an ingest worker "
+                    "(--service gateway or ingest)",
+                    file=sys.stderr,
+                )
                 return 2
             roles = [args.service] if args.service else list(role_names.ROLES)
             return _serve(
@@ -118,10 +123,10 @@ def _serve(
     config_path: Path | None = None,
     supervisor_fd: int | None = None,
 ) -> int:
-    from cli import gateway_process
+    from cli import children, gateway_process, ingest_workers
 
     if supervisor_fd is not None:
-        gateway_process.die_with_parent()  # first: the imports below take a while
+        children.die_with_parent()  # first: the imports below take a while
     configure_logging(settings.log_level, settings.log_format)
     # Alembic narrates every connection at info; what it applied is enough.
     logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
@@ -132,16 +137,26 @@ def _serve(
     )
 
     async def run() -> int:
-        # The gateway's child process (all roles) is spawned before the imports below, which
-        # are most of a start-up: the two processes then import on two cores at once.
+        if supervisor_fd is not None and roles == ["ingest"]:
+            return await ingest_workers.serve_worker(settings, supervisor_fd)
+        # The children (all roles: the gateway, the ingest workers) are spawned before the
+        # imports below, which are most of a start-up: the processes then import at once.
         gateway = await gateway_process.spawn_beside(settings, roles, config_path)
+        workers = None
         try:
+            workers = await ingest_workers.IngestWorkers.spawn(
+                settings, config_path, ingest_workers.worker_count(settings, roles)
+            )
             from cli.serve import serve  # imported here so `mcpd version` stays fast
         except BaseException:
             if gateway is not None:
                 await gateway.stop()
+            if workers is not None:
+                await workers.stop()
             raise
-        return await serve(settings, roles, gateway=gateway, supervisor_fd=supervisor_fd)
+        return await serve(
+            settings, roles, gateway=gateway, workers=workers, supervisor_fd=supervisor_fd
+        )
 
     try:
         return asyncio.run(run())

@@ -11,19 +11,22 @@ import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import grpc
 from starlette.types import ASGIApp
 
 from cli import roles as role_table
-from cli.gateway_process import GatewayChild, ParentLink, StartGate
+from cli.children import ChildProcess, ParentLink
+from cli.gateway_process import GatewayChild, StartGate, upstream
 from cli.http_server import HttpServer
 from cli.ingest import IngestRole, start_ingest
+from cli.ingest_workers import IngestWorkers
 from cli.security import build_security
 from cli.security import describe as describe_security
 from gateway.app import create_app
 from gateway.mcp.catalog import ToolCatalog
-from mcpd.runtime.channels import open_channel
+from mcpd.runtime.channels import open_channel, open_replicas_channel
 from mcpd.runtime.clock import SystemClock
 from mcpd.runtime.config import Settings
 from mcpd.runtime.server import GrpcServer
@@ -38,10 +41,11 @@ async def serve(
     roles: Sequence[str],
     *,
     gateway: GatewayChild | None = None,
+    workers: IngestWorkers | None = None,
     supervisor_fd: int | None = None,
 ) -> int:
     """Run `roles` until SIGTERM or SIGINT, then stop every component in reverse order; the exit
-    status (non-zero when the gateway's process died under us).
+    status (non-zero when a child process died under us).
 
     Order matters: storage opens (and migrates) first because services need it; the gRPC server
     starts before the HTTP gateway so the gateway never accepts a request its upstream cannot
@@ -50,13 +54,18 @@ async def serve(
 
     `gateway` is the gateway's child process (`cli.gateway_process`, spawned by the caller
     before it imported this module, so both start up at once): it is started once gRPC serves,
-    instead of a gateway in this process. `supervisor_fd` makes this process such a child.
+    instead of a gateway in this process. `workers` are the ingest workers
+    (`cli.ingest_workers`, spawned by the caller too), started once gRPC serves; the gateway
+    sends them the ingest requests it relays. `supervisor_fd` makes this process a gateway
+    child.
     """
-    stop = _stop_on_signals()
+    stop = stop_on_signals()
     async with AsyncExitStack() as stack:
         child = gateway
         if child is not None:
             stack.push_async_callback(child.stop)
+        if workers is not None:
+            stack.push_async_callback(workers.stop)
         stores = await _open_stores(stack, settings, roles)
         grpc_roles = [r for r in roles if r in role_table.GRPC_ROLES]
         grpc_address = None
@@ -83,7 +92,7 @@ async def serve(
                     interceptors=[security.interceptor],
                 )
             )
-            grpc_address = _local_address(settings.grpc_addr, server.port)
+            grpc_address = local_address(settings.grpc_addr, server.port)
             if ingest is not None:
                 # OTLP/gRPC on its standard port, behind the same authentication.
                 otlp = await stack.enter_async_context(
@@ -94,7 +103,10 @@ async def serve(
                         interceptors=[security.interceptor],
                     )
                 )
-                banner.append(f"  otlp/grpc  {_local_address(settings.otlp_grpc_addr, otlp.port)}")
+                banner.append(f"  otlp/grpc  {local_address(settings.otlp_grpc_addr, otlp.port)}")
+            if workers is not None:
+                assert ingest is not None, "ingest workers serve beside the ingest role"
+                banner.append(await _start_workers(stack, workers, ingest, grpc_address, listening))
             if "ingest" in roles:
                 # After the gRPC server, so on shutdown tailing stops before it drains.
                 banner.append(await _tail_transcripts(stack, settings, stores, clock, ingest))
@@ -104,7 +116,9 @@ async def serve(
         if child is not None:
             assert grpc_address is not None, "a gateway child is spawned beside gRPC roles only"
             try:
-                http_address = await child.start(grpc_address, grpc_roles)
+                http_address = await child.start(
+                    grpc_address, grpc_roles, workers.addresses if workers else ()
+                )
             except OSError:
                 if not stop.is_set():
                     raise
@@ -118,7 +132,13 @@ async def serve(
             banner.append(f"  gateway    process {child.pid} (gRPC and storage: {os.getpid()})")
         elif "gateway" in roles:
             http_address = await _serve_gateway(
-                stack, settings, roles, grpc_address, stop, supervisor_fd
+                stack,
+                settings,
+                roles,
+                grpc_address,
+                stop,
+                supervisor_fd,
+                workers.addresses if workers else (),
             )
             if http_address is None:
                 return 0  # a supervised gateway told to stop before it served
@@ -129,7 +149,7 @@ async def serve(
         # Everything built so far lives until shutdown: keep the collector from walking it on
         # every collection (measured: a 512-span OTLP/JSON request took 27 ms without, 11 with).
         gc.freeze()
-        status = await _until_stopped(stop, child)
+        status = await _until_stopped(stop, child, workers)
         log.info("stopping", extra={"roles": list(roles)})
     log.info("stopped")
     return status
@@ -142,17 +162,19 @@ async def _serve_gateway(
     grpc_address: str | None,
     stop: asyncio.Event,
     supervisor_fd: int | None,
+    ingest_workers: Sequence[str],
 ) -> str | None:
     """Serve the gateway in this process; its HTTP address (None: stopped before serving)."""
-    parent = upstream = None
+    parent = upstream_of = None
     if supervisor_fd is not None:
         parent = await ParentLink.open(supervisor_fd)
         stack.callback(parent.close)
-        upstream = await parent.upstream(stop)
-        if upstream is None:
+        upstream_of = await upstream(parent, stop)
+        if upstream_of is None:
             return None
-        roles, grpc_address = upstream.roles, upstream.grpc
-    channel_for = await _peer_channels(stack, settings, roles, grpc_address)
+        roles, grpc_address = upstream_of.roles, upstream_of.grpc
+        ingest_workers = upstream_of.ingest
+    channel_for = await _peer_channels(stack, settings, roles, grpc_address, ingest_workers)
     # The MCP tool descriptions name the transcript sources this deployment reads.
     app: ASGIApp = create_app(
         channel_for,
@@ -160,46 +182,76 @@ async def _serve_gateway(
         mcp_tools=ToolCatalog.for_sources(role_table.session_sources(settings)),
     )
     gate = None
-    if upstream is not None:
-        app = gate = StartGate(app, upstream.probe)
+    if upstream_of is not None:
+        app = gate = StartGate(app, upstream_of.probe)
     http = await stack.enter_async_context(HttpServer(app, settings.http_addr))
-    http_address = _local_address(settings.http_addr, http.port)
+    http_address = local_address(settings.http_addr, http.port)
     if parent is not None:
         assert gate is not None
-        await parent.ready(http_address)
-        parent.watch(stop, gate)
+        await parent.send({"http": http_address})
+        parent.watch(stop, gate.on_message)
     return http_address
 
 
-async def _until_stopped(stop: asyncio.Event, child: GatewayChild | None) -> int:
-    """Wait for SIGTERM/SIGINT, or for the gateway child to exit; the exit status.
+async def _until_stopped(
+    stop: asyncio.Event, gateway: GatewayChild | None, workers: IngestWorkers | None
+) -> int:
+    """Wait for SIGTERM/SIGINT, or for a child process to exit; the exit status.
 
     A child that exits 0 was signalled (a terminal's Ctrl-C or a service manager's SIGTERM
     reach the whole process group, often before ours arrives): stop cleanly. Any other exit is a
     crash: stop with status 1, so whatever supervises mcpd restarts all of it.
     """
-    if child is None:
-        await stop.wait()
-        return 0
+    exits: list[asyncio.Future[tuple[ChildProcess, int]]] = []
+    if gateway is not None:
+        exits.append(asyncio.ensure_future(_exit_of(gateway.process)))
+    if workers is not None:
+        exits.append(asyncio.ensure_future(workers.wait()))
     stopping = asyncio.ensure_future(stop.wait())
-    exiting = asyncio.ensure_future(child.wait())
+    waited: list[asyncio.Future[Any]] = [stopping, *exits]
     try:
-        await asyncio.wait({stopping, exiting}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopping.cancel()
-        exiting.cancel()
-    if stop.is_set() or not exiting.done() or exiting.cancelled():
+        for exiting in exits:
+            exiting.cancel()
+    ended = [exiting for exiting in exits if exiting.done() and not exiting.cancelled()]
+    if stop.is_set() or not ended:
         return 0
-    status = exiting.result()
+    process, status = ended[0].result()
     if status == 0:
-        log.info("the gateway process stopped: stopping", extra={"pid": child.pid})
+        log.info(f"the {process.role} process stopped: stopping", extra={"pid": process.pid})
         return 0
     log.error(
-        f"the gateway process died{child.describe_exit()}: stopping with exit status 1, for a "
-        "supervisor to restart mcpd",
-        extra={"pid": child.pid, "returncode": status},
+        f"the {process.role} process died{process.describe_exit()}: stopping with exit status 1, "
+        "for a supervisor to restart mcpd",
+        extra={"pid": process.pid, "returncode": status},
     )
     return 1
+
+
+async def _exit_of(process: ChildProcess) -> tuple[ChildProcess, int]:
+    return process, await process.wait()
+
+
+async def _start_workers(
+    stack: AsyncExitStack,
+    workers: IngestWorkers,
+    ingest: IngestRole,
+    grpc_address: str,
+    listening: Sequence[str],
+) -> str:
+    """Start the ingest workers (their sessions rebuilt, their held traces decided and their
+    lag reported here); the banner line."""
+    assert ingest.sessions is not None, "the parent rebuilds the workers' sessions"
+    await workers.start(grpc_address, listening, ingest.sessions.notice_sessions)
+    ingest.remote_lags.append(workers.lag)
+    ingest.tail.add_listener(workers.tell_decisions)
+    # Registered again (stop is idempotent): on shutdown they stop after the gateway, which
+    # relays to them, and before this process's own ingest role and gRPC server.
+    stack.push_async_callback(workers.stop)
+    pids = ", ".join(str(pid) for pid in workers.pids)
+    return f"  ingest     {len(workers.pids)} worker processes ({pids}) behind the gateway"
 
 
 async def _tail_transcripts(
@@ -236,7 +288,8 @@ def _sweep_retention(
     stack.push_async_callback(finish)
 
 
-def _stop_on_signals() -> asyncio.Event:
+def stop_on_signals() -> asyncio.Event:
+    """An event set by SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -263,9 +316,14 @@ async def _open_stores(
 
 
 async def _peer_channels(
-    stack: AsyncExitStack, settings: Settings, roles: Sequence[str], own_grpc: str | None
+    stack: AsyncExitStack,
+    settings: Settings,
+    roles: Sequence[str],
+    own_grpc: str | None,
+    ingest_workers: Sequence[str] = (),
 ) -> role_table.ChannelFor:
-    """One channel per peer address. Roles this process serves are reached on its own port."""
+    """One channel per peer address. Roles this process serves are reached on its own port;
+    with ingest workers, the ingest services are reached on one channel to them all."""
 
     def address_of(role: str) -> str:
         if own_grpc is not None and role in roles:
@@ -279,10 +337,17 @@ async def _peer_channels(
     by_service = {
         service: channels[address_of(role)] for service, role in role_table.SERVICE_ROLES.items()
     }
+    if ingest_workers:
+        workers = open_replicas_channel(ingest_workers, settings.grpc)
+        stack.push_async_callback(workers.close)
+        for service, role in role_table.SERVICE_ROLES.items():
+            if role == "ingest":
+                by_service[service] = workers
     return by_service.__getitem__
 
 
-def _local_address(configured: str, port: int) -> str:
+def local_address(configured: str, port: int) -> str:
+    """`configured` (`host:port`) with the port actually bound."""
     host = configured.rpartition(":")[0]
     return f"{host}:{port}"
 

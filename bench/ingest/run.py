@@ -404,7 +404,8 @@ async def _sample_traces(
 def _start_profiler(
     config: IngestConfig, case: Case, pid: int, seconds: float
 ) -> subprocess.Popen[bytes] | None:
-    """``py-spy record`` of the daemon over the measured window, when asked for."""
+    """``py-spy record`` of the daemon and its children (gateway, ingest workers) over the
+    measured window, when asked for."""
     if config.profile_dir is None or config.py_spy is None:
         return None
     config.profile_dir.mkdir(parents=True, exist_ok=True)
@@ -424,6 +425,7 @@ def _start_profiler(
             "--output",
             str(config.profile_dir / f"{stem}.txt"),
             "--nonblocking",
+            "--subprocesses",
             *(["--gil"] if config.profile_gil else []),
         ],
         stdout=subprocess.DEVNULL,
@@ -444,7 +446,10 @@ async def run_mcpd_case(
                 case.backend, postgres_url=postgres_url, clickhouse_dir=clickhouse_dir
             )
             daemon = DaemonProcess(
-                extra_env=env, keep_files=True, start_timeout_s=config.start_timeout_s
+                extra_env=env,
+                keep_files=True,
+                start_timeout_s=config.start_timeout_s,
+                ingest_workers=None,
             )
             await asyncio.to_thread(daemon.start)
             result.server_startup_s = daemon.startup_s

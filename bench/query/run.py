@@ -785,7 +785,9 @@ def measure_store(target: Target, dataset: Dataset, config: QueryConfig) -> dict
 def measure_http(
     target: Target, dataset: Dataset, config: QueryConfig, result: BackendResult
 ) -> dict[str, Timing]:
-    daemon = DaemonProcess(extra_env=target.daemon_env(), start_timeout_s=config.start_timeout_s)
+    daemon = DaemonProcess(
+        extra_env=target.daemon_env(), start_timeout_s=config.start_timeout_s, ingest_workers=None
+    )
     with daemon:
         result.daemon_startup_s = daemon.startup_s
         print(f"    mcpd serve up in {daemon.startup_s or 0:.1f} s", flush=True)

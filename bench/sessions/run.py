@@ -657,7 +657,9 @@ async def run_mcp(
         "open(event)",
         "open(turn, limit=50)",
     )
-    daemon = DaemonProcess(extra_env={"MCPD_DATA_DIR": str(data_dir)}, start_timeout_s=timeout_s)
+    daemon = DaemonProcess(
+        extra_env={"MCPD_DATA_DIR": str(data_dir)}, start_timeout_s=timeout_s, ingest_workers=None
+    )
     results: list[Latency] = []
     async with daemon:
         print(f"  mcpd serve up in {daemon.startup_s or 0:.1f} s", flush=True)

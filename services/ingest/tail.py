@@ -8,8 +8,15 @@ waiting (root still running, settling after it ended, under `max_wait_s`). Kept 
 into `spans` with their projection; dropped ones are deleted.
 
 The decision is remembered per (project, trace id) in a bounded memory, so spans that arrive
-after it follow it instead of being held again. After a restart the memory is empty: a late
-straggler is then held and decided on its own when `max_wait_s` runs out.
+after it follow it instead of being held again; a straggler held all the same (it reached
+another process first, see below) follows the remembered decision at the next sweep. After a
+restart the memory is empty: a late straggler is then held and decided on its own when
+`max_wait_s` runs out (its share is drawn from its trace id, so a trace that was sampled out
+stays out unless the straggler itself failed).
+
+One process sweeps; others that ingest for it (`cli.ingest_workers`) hold spans without
+sweeping and are told each sweep's decisions (`add_listener`, `remember`), so their stragglers
+follow them too.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import contextlib
 import logging
 import threading
 from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable
 
 from mcpd.runtime.clock import Clock, epoch_nanos
 from mcpd.storage.interfaces import TraceStore
@@ -27,6 +35,9 @@ from services.ingest.policies import ProjectPolicies
 log = logging.getLogger(__name__)
 
 DECISION_MEMORY = 100_000
+
+Decision = tuple[str, list[str], list[str]]
+"""One project's verdicts of a sweep: (project, trace ids kept, trace ids dropped)."""
 
 
 class TailSampler:
@@ -49,31 +60,47 @@ class TailSampler:
         self._decisions: OrderedDict[tuple[str, str], bool] = OrderedDict()
         self._lock = threading.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._listeners: list[Callable[[list[Decision]], None]] = []
 
     def decided(self, project: str, trace_id: str) -> bool | None:
         """The remembered decision for a trace, or None when it has not been decided here."""
         with self._lock:
             return self._decisions.get((project, trace_id))
 
-    def sweep(self) -> tuple[int, int]:
-        """Decide every held trace that is ready; return (traces kept, traces dropped)."""
+    def sweep(self) -> list[Decision]:
+        """Decide every held trace that is ready; return the decisions, per project."""
         now = epoch_nanos(self._clock.now())
         verdicts: dict[str, tuple[list[str], list[str]]] = defaultdict(lambda: ([], []))
         for held in self._store.held_traces():
-            sampling = self._policies.get(held.project).sampling
-            # A project that stopped tail sampling keeps what it held.
-            verdict = sampling.tail_verdict(held, now) if sampling.is_tail else True
+            verdict = self.decided(held.project, held.trace_id)
+            if verdict is None:
+                sampling = self._policies.get(held.project).sampling
+                # A project that stopped tail sampling keeps what it held.
+                verdict = sampling.tail_verdict(held, now) if sampling.is_tail else True
             if verdict is not None:
                 verdicts[held.project][0 if verdict else 1].append(held.trace_id)
-        kept = dropped = 0
-        for project, (keep, drop) in verdicts.items():
+        decisions = [(project, keep, drop) for project, (keep, drop) in verdicts.items()]
+        for project, keep, drop in decisions:
             # Remembered first: a straggler arriving while the release runs follows the
             # decision instead of being held and decided alone.
-            self._remember(project, keep, True)
-            self._remember(project, drop, False)
+            self.remember([(project, keep, drop)])
             self._store.release_held(project, keep, drop)
-            kept, dropped = kept + len(keep), dropped + len(drop)
-        return kept, dropped
+        return decisions
+
+    def remember(self, decisions: Iterable[Decision]) -> None:
+        """Keep decisions (this process's, or another's), so stragglers follow them."""
+        with self._lock:
+            for project, keep, drop in decisions:
+                for trace_ids, verdict in ((keep, True), (drop, False)):
+                    for trace_id in trace_ids:
+                        self._decisions[(project, trace_id)] = verdict
+                        self._decisions.move_to_end((project, trace_id))
+            while len(self._decisions) > self._memory:
+                self._decisions.popitem(last=False)
+
+    def add_listener(self, listener: Callable[[list[Decision]], None]) -> None:
+        """Have `listener` told each sweep's decisions, on the event loop, once applied."""
+        self._listeners.append(listener)
 
     def start(self) -> None:
         """Sweep every `interval_s` on the running loop until `close`."""
@@ -92,14 +119,10 @@ class TailSampler:
         while True:
             await asyncio.sleep(self._interval_s)
             try:
-                await asyncio.to_thread(self.sweep)
+                decisions = await asyncio.to_thread(self.sweep)
             except Exception:
                 log.exception("tail sampling sweep failed; held traces stay held")
-
-    def _remember(self, project: str, trace_ids: list[str], keep: bool) -> None:
-        with self._lock:
-            for trace_id in trace_ids:
-                self._decisions[(project, trace_id)] = keep
-                self._decisions.move_to_end((project, trace_id))
-            while len(self._decisions) > self._memory:
-                self._decisions.popitem(last=False)
+                continue
+            if decisions:
+                for listener in self._listeners:
+                    listener(decisions)

@@ -3,7 +3,11 @@ the session read model (harness `mcpd`), searchable with the MCP tools like tran
 
 `TraceSessions.notice` is told about every stored batch (`IngestPipeline(on_stored=...)`) and
 remembers the (project, session id)s its spans carry; a background task rebuilds each noticed
-session every `interval_s`, off the event loop. A rebuild reads the session's spans back
+session every `interval_s`, off the event loop, but one session at most once every
+`min_gap_s`: a rebuild reads the whole session back, so a session that keeps receiving spans
+would otherwise be read again every second (measured under sustained OTLP load with 400 busy
+sessions: a sixth of all ingest CPU). A session's first spans are searchable within
+`interval_s`, later ones within `min_gap_s`. A rebuild reads the session's spans back
 (`TraceStore.session_spans`, the newest `max_spans` of them), maps them to a `ParsedSession`
 (`parse_trace_session`), assembles it with the transcript importer's `assemble` and writes it
 with `SessionStore.write_session`, which replaces the session atomically (an identical
@@ -65,7 +69,7 @@ import contextlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -93,6 +97,7 @@ __all__ = [
     "TraceSessions",
     "parse_trace_session",
     "session_sources",
+    "sessions_of",
     "span_text",
 ]
 
@@ -103,8 +108,10 @@ HARNESS = TRACE_HARNESS
 DEFAULT_SOURCE = "mcpd"
 # The most spans one rebuild reads (the newest ones).
 MAX_SESSION_SPANS = 5_000
-# Sessions whose source this process remembers (then no store look-up is needed).
+# Sessions whose source (and last rebuild) this process remembers.
 SOURCE_MEMORY = 100_000
+# The least time between two rebuilds of one session (see the module docstring).
+MIN_REBUILD_GAP_S = 5.0
 _ENDED_STATUSES = frozenset({"error", "cancelled"})
 
 
@@ -398,6 +405,15 @@ def _error_text(span: SpanRow) -> str:
 # --- the rebuilding component ------------------------------------------------------------------
 
 
+def sessions_of(batch: SignalBatch) -> set[tuple[str, str]]:
+    """The (project, session id)s the spans of a stored batch belong to."""
+    return {
+        (span.get("project") or "", session_id)
+        for span in batch.spans
+        if (session_id := span.get("session_id"))
+    }
+
+
 class TraceSessions:
     """Keeps the sessions of ingested traces in the session read model (module docstring)."""
 
@@ -408,14 +424,18 @@ class TraceSessions:
         clock: Clock,
         *,
         interval_s: float = 1.0,
+        min_gap_s: float = MIN_REBUILD_GAP_S,
         max_spans: int = MAX_SESSION_SPANS,
     ) -> None:
         self._traces = trace_store
         self._sessions = session_store
         self._clock = clock
         self._interval_s = interval_s
+        self._min_gap_s = min_gap_s
         self._max_spans = max_spans
         self._pending: dict[tuple[str, str], None] = {}
+        # When each recently rebuilt session was rebuilt (monotonic seconds), oldest first.
+        self._built: OrderedDict[tuple[str, str], float] = OrderedDict()
         self._pending_lock = threading.Lock()
         # One rebuild pass at a time: two passes writing one session could reorder its states.
         self._rebuild_lock = threading.Lock()
@@ -424,14 +444,15 @@ class TraceSessions:
 
     def notice(self, batch: SignalBatch) -> None:
         """Remember the sessions `batch`'s spans belong to (cheap; never raises on a row)."""
-        keys = {
-            (span.get("project") or "", session_id)
-            for span in batch.spans
-            if (session_id := span.get("session_id"))
-        }
+        self.notice_sessions(sessions_of(batch))
+
+    def notice_sessions(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Remember (project, session id)s that stored spans belong to: what `notice` finds in a
+        batch, or what another process that stored it says (an ingest worker)."""
+        keys = sorted(set(keys))
         if keys:
             with self._pending_lock:
-                for key in sorted(keys):
+                for key in keys:
                     self._pending[key] = None
 
     def pending(self) -> int:
@@ -439,17 +460,22 @@ class TraceSessions:
         with self._pending_lock:
             return len(self._pending)
 
-    def flush(self) -> int:
-        """Rebuild every noticed session now; return how many were written. A session whose
-        rebuild fails is noticed again (retried on the next pass) and logged."""
+    def flush(self, *, everything: bool = False) -> int:
+        """Rebuild every noticed session that is due (not rebuilt in the last `min_gap_s`; with
+        `everything`, all of them); return how many were written. A session whose rebuild
+        fails is noticed again (retried on the next pass) and logged."""
+        now = self._clock.monotonic()
         with self._pending_lock:
-            keys, self._pending = list(self._pending), {}
+            keys = [key for key in self._pending if everything or self._due(key, now)]
+            for key in keys:
+                del self._pending[key]
         written = 0
         with self._rebuild_lock:
             for project, session_id in keys:
                 try:
                     if self.rebuild(project, session_id):
                         written += 1
+                    self._rebuilt((project, session_id), now)
                 except Exception:
                     log.exception(
                         "trace session rebuild failed; retried on the next pass",
@@ -493,7 +519,7 @@ class TraceSessions:
                 await self._task
             self._task = None
             try:
-                await asyncio.to_thread(self.flush)
+                await asyncio.to_thread(self.flush, everything=True)
             except Exception:
                 log.exception("trace sessions: last rebuild on shutdown failed")
 
@@ -505,6 +531,17 @@ class TraceSessions:
                     await asyncio.to_thread(self.flush)
                 except Exception:
                     log.exception("trace session rebuild pass failed")
+
+    def _due(self, key: tuple[str, str], now: float) -> bool:
+        built = self._built.get(key)
+        return built is None or now - built >= self._min_gap_s
+
+    def _rebuilt(self, key: tuple[str, str], when: float) -> None:
+        with self._pending_lock:
+            self._built[key] = when
+            self._built.move_to_end(key)
+            while len(self._built) > SOURCE_MEMORY:
+                self._built.popitem(last=False)
 
     def _source(self, project: str, session_id: str, spans: Sequence[SpanRow]) -> str:
         """The best source, unless the session is already stored under another one."""

@@ -13,6 +13,10 @@ from sqlalchemy.engine import make_url
 
 POSTGRES_URL = os.environ.get("MCPD_TEST_POSTGRES_URL")
 BACKENDS = ["sqlite", "postgres", "clickhouse"]
+# The ingest tests run the product's ingest worker processes (two: what a two-core machine
+# gets), so what the gateway relays is ingested in processes other than the one that owns the
+# session index and the tail-sampling sweep. Other tests start daemons without them.
+INGEST_WORKERS = 2
 
 
 @pytest.fixture

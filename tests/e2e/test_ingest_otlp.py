@@ -37,6 +37,7 @@ from opentelemetry.trace import Status, StatusCode
 from sqlalchemy import create_engine, text
 
 from mcpd.testing.daemon import DaemonProcess
+from tests.e2e.conftest import INGEST_WORKERS
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +52,7 @@ RESOURCE = {
 
 @pytest.fixture
 async def daemon() -> AsyncIterator[DaemonProcess]:
-    async with DaemonProcess() as running:
+    async with DaemonProcess(ingest_workers=INGEST_WORKERS) as running:
         yield running
 
 

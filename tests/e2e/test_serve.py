@@ -19,12 +19,12 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cli.gateway_process import child_environment
+from cli.children import child_environment
 from mcpd import codec
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
 from mcpd.runtime.config import load_settings
 from mcpd.testing.daemon import DaemonProcess, DaemonStartError
-from tests.e2e.conftest import BACKENDS, storage_env
+from tests.e2e.conftest import BACKENDS, INGEST_WORKERS, storage_env
 
 pytestmark = pytest.mark.e2e
 
@@ -145,54 +145,68 @@ def test_make_run_honours_the_environment(tmp_path: Path) -> None:
 needs_proc = pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux /proc")
 
 
+def _children(daemon: DaemonProcess) -> dict[str, list[int]]:
+    """The daemon's child processes by role (`--service ROLE`)."""
+    assert daemon.pid is not None
+    members = _group_members(daemon.pid)
+    found: dict[str, list[int]] = {}
+    for pid, (ppid, argv) in members.items():
+        if ppid == daemon.pid:
+            found.setdefault(argv[argv.index("--service") + 1], []).append(pid)
+    return found
+
+
 @needs_proc
-def test_gateway_runs_in_its_own_process_and_dies_with_a_killed_parent() -> None:
-    with DaemonProcess() as daemon:
+def test_gateway_and_ingest_workers_run_in_their_own_processes_and_die_with_the_parent() -> None:
+    with DaemonProcess(ingest_workers=INGEST_WORKERS) as daemon:
         assert daemon.pid is not None
+        children = _children(daemon)
+        assert sorted(children) == ["gateway", "ingest"], children
+        (gateway,) = children["gateway"]
+        workers = children["ingest"]
+        assert len(workers) == INGEST_WORKERS
         members = _group_members(daemon.pid)
-        children = [pid for pid, (ppid, _) in members.items() if ppid == daemon.pid]
-        assert len(children) == 1, members
-        (gateway,) = children
-        assert members[gateway][1][-4:-2] == ["--service", "gateway"], members[gateway]
         # The banner is out before the gateway answers anyone but the parent's own probe.
-        assert f"gateway    process {gateway}" in daemon.stderr_text()
-        # HTTP is served by the child, gRPC by the parent that owns storage.
+        banner = daemon.stderr_text()
+        assert f"gateway    process {gateway}" in banner
+        assert f"ingest     {INGEST_WORKERS} worker processes" in banner
+        # HTTP is served by the child, gRPC by the parent that owns storage; the workers listen
+        # on private ports of their own.
         assert _listening_pids(_port(daemon.http_addr), members) == {gateway}
         assert _listening_pids(_port(daemon.grpc_addr), members) == {daemon.pid}
         assert httpx.get(f"{daemon.http_url}/v1/api/capabilities", timeout=10).status_code == 200
 
         os.kill(daemon.pid, signal.SIGKILL)  # the parent only, not the group
         deadline = time.monotonic() + 5
-        while _alive(gateway) or _accepts(daemon.http_addr):
-            assert time.monotonic() < deadline, "the gateway outlived its parent"
+        while any(_alive(pid) for pid in [gateway, *workers]) or _accepts(daemon.http_addr):
+            assert time.monotonic() < deadline, "a child outlived its parent"
             time.sleep(0.05)
     assert daemon.returncode == -signal.SIGKILL
 
 
 @needs_proc
-def test_a_dead_gateway_process_stops_the_daemon_with_a_failure() -> None:
-    with DaemonProcess() as daemon:
+@pytest.mark.parametrize("role", ["gateway", "ingest"])
+def test_a_dead_child_process_stops_the_daemon_with_a_failure(role: str) -> None:
+    with DaemonProcess(ingest_workers=INGEST_WORKERS) as daemon:
         assert daemon.pid is not None
-        members = _group_members(daemon.pid)
-        (gateway,) = [pid for pid, (ppid, _) in members.items() if ppid == daemon.pid]
-        os.kill(gateway, signal.SIGKILL)
+        os.kill(_children(daemon)[role][0], signal.SIGKILL)
         # The parent notices, stops in order and exits non-zero, for a supervisor to restart it.
         assert daemon.wait(15) == 1
-        assert "the gateway process died (killed by SIGKILL)" in daemon.stderr_text()
+        assert f"the {role} process died (killed by SIGKILL)" in daemon.stderr_text()
         assert not _group_members(daemon.pid)
 
 
 @needs_proc
 def test_sigterm_to_the_whole_group_stops_cleanly() -> None:
     # A terminal's Ctrl-C, or a service manager, signals every process of the group at once.
-    with DaemonProcess() as daemon:
+    with DaemonProcess(ingest_workers=INGEST_WORKERS) as daemon:
         assert daemon.pid is not None
         os.killpg(daemon.pid, signal.SIGTERM)
         assert daemon.wait(15) == 0, daemon.stderr_text()
 
 
 @needs_proc
-def test_separate_process_false_keeps_one_process() -> None:
+def test_separate_process_false_and_no_workers_keep_one_process() -> None:
     with DaemonProcess(extra_env={"MCPD_GATEWAY_SEPARATE_PROCESS": "false"}) as daemon:
         assert daemon.pid is not None
         members = _group_members(daemon.pid)
@@ -200,6 +214,48 @@ def test_separate_process_false_keeps_one_process() -> None:
         assert _listening_pids(_port(daemon.http_addr), members) == {daemon.pid}
         assert httpx.get(f"{daemon.http_url}/healthz", timeout=10).json()["status"] == "ok"
     assert daemon.returncode == 0
+
+
+@needs_proc
+@pytest.mark.parametrize("separate_gateway", ["true", "false"])
+def test_the_gateway_sends_ingest_to_every_worker(separate_gateway: str) -> None:
+    env = {"MCPD_GATEWAY_SEPARATE_PROCESS": separate_gateway}
+    with DaemonProcess(extra_env=env, ingest_workers=INGEST_WORKERS) as daemon:
+        workers = _children(daemon)["ingest"]
+        before = {pid: _cpu_seconds(pid) for pid in workers}
+        trace_ids = [f"{index + 1:032x}" for index in range(8)]
+        with httpx.Client(base_url=daemon.http_url, timeout=30) as http:
+            for trace_id in trace_ids:
+                answer = http.post("/v1/api/ingest", json={"spans": _spans(trace_id, 300)})
+                assert answer.json()["accepted"] == 300, answer.text
+            for trace_id in trace_ids:
+                detail = http.get(f"/v1/api/traces/{trace_id}").json()
+                assert detail["trace"]["span_count"] == 300
+        # Round robin: each worker mapped, validated and wrote four requests of 300 spans.
+        grown = {pid: _cpu_seconds(pid) - before[pid] for pid in workers}
+        assert all(seconds > 0.05 for seconds in grown.values()), grown
+
+
+def _spans(trace_id: str, count: int) -> list[dict[str, object]]:
+    return [
+        {
+            "trace_id": trace_id,
+            "span_id": f"{index + 1:016x}",
+            "name": "step",
+            "kind": "generic",
+            "status": "ok",
+            "start_time": "2026-11-29T10:00:00Z",
+            "end_time": "2026-11-29T10:00:01Z",
+            "input": {"text": "x" * 200},
+        }
+        for index in range(count)
+    ]
+
+
+def _cpu_seconds(pid: int) -> float:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rfind(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def test_a_gateway_that_cannot_listen_fails_the_start() -> None:

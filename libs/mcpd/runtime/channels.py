@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from typing import TypeVar, cast
 
 import grpc.aio
@@ -83,8 +83,33 @@ def open_channel(address: str, grpc_settings: GrpcSettings) -> grpc.aio.Channel:
 
     The caller owns it: `await channel.close()` when done (an `AsyncExitStack` callback).
     """
+    return _insecure(address, channel_options(grpc_settings))
+
+
+def open_replicas_channel(
+    addresses: Sequence[str], grpc_settings: GrpcSettings
+) -> grpc.aio.Channel:
+    """One channel to several replicas of the same services, each call sent to the next one
+    (grpc's `round_robin` policy, which also skips a replica that stopped answering).
+
+    `addresses` are IP literals with ports (`127.0.0.1:41234`, `[::1]:41234`), all of one
+    family: the `ipv4:`/`ipv6:` target names them all without a resolver.
+    """
+    if not addresses:
+        raise ValueError("a replicas channel needs at least one address")
+    family = "ipv6" if addresses[0].startswith("[") else "ipv4"
+    if any(address.startswith("[") != (family == "ipv6") for address in addresses):
+        raise ValueError(f"replica addresses mix IPv4 and IPv6: {', '.join(addresses)}")
+    options: list[tuple[str, int | str]] = [
+        *channel_options(grpc_settings),
+        ("grpc.lb_policy_name", "round_robin"),
+    ]
+    return _insecure(f"{family}:{','.join(addresses)}", options)
+
+
+def _insecure(target: str, options: Sequence[tuple[str, int | str]]) -> grpc.aio.Channel:
     return grpc.aio.insecure_channel(
-        address,
-        options=channel_options(grpc_settings),
+        target,
+        options=list(options),
         interceptors=[*_otel_client_interceptors(), _SettleUnaryCalls()],
     )

@@ -130,6 +130,10 @@ class SessionsSettings:
     rescan_interval_s: float = 30.0
 
 
+# The most ingest worker processes one `mcpd serve` runs.
+MAX_INGEST_WORKERS = 32
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class IngestSettings:
     """`[ingest]`: how signals are accepted.
@@ -141,6 +145,8 @@ class IngestSettings:
     `redaction.key` in the data directory). Every replica of a deployment needs the same key,
     or equal user ids stop hashing alike. `group_max_records` caps one group commit;
     `max_pending_records` caps what may wait for storage before requests are refused with 429.
+    `workers`: how many ingest worker processes `mcpd serve` (every role) runs behind its gateway
+    (`cli.ingest_workers`); unset means one per CPU core (at most `MAX_INGEST_WORKERS`), 0 none.
     """
 
     projects_file: Path | None = None
@@ -148,6 +154,7 @@ class IngestSettings:
     group_max_records: int = 20_000
     max_pending_records: int = 500_000
     policy_ttl_s: float = 5.0
+    workers: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -422,6 +429,8 @@ def _validate_ingest(ingest: IngestSettings, fail: Callable[[str, str], InvalidA
         raise fail("ingest.max_pending_records", "must be at least ingest.group_max_records")
     if not (math.isfinite(ingest.policy_ttl_s) and ingest.policy_ttl_s >= 0):
         raise fail("ingest.policy_ttl_s", "must be a finite number of seconds, 0 or more")
+    if ingest.workers is not None and not 0 <= ingest.workers <= MAX_INGEST_WORKERS:
+        raise fail("ingest.workers", f"must be from 0 to {MAX_INGEST_WORKERS} processes")
 
 
 _RETENTION_CAPS = ("spans_days", "logs_days", "metrics_days", "scores_days", "feedback_days")

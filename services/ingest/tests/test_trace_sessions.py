@@ -452,6 +452,38 @@ def test_notice_and_flush_rebuild_each_noticed_session_once(stores: Stores) -> N
         assert stores.sessions.session_of_key("p", "support-bot", key) is not None
 
 
+def test_a_busy_session_is_rebuilt_at_most_once_per_gap(stores: Stores) -> None:
+    clock = ManualClock()
+    trace_sessions = _sessions(stores, clock, min_gap_s=5.0)
+    trace_sessions.notice(_store(stores, support_trace("t1")))
+    assert trace_sessions.flush() == 1
+
+    # More spans of the session a second later: noticed, but not rebuilt until 5 s have passed.
+    trace_sessions.notice(_store(stores, support_trace("t2", at_ms=1000, input="Refund A2")))
+    clock.advance(1.0)
+    assert trace_sessions.flush() == 0
+    assert trace_sessions.pending() == 1
+    session = stores.sessions.session_of_key("p", "support-bot", SESSION)
+    assert session is not None
+    assert session.turn_count == 1
+
+    clock.advance(4.0)
+    assert trace_sessions.flush() == 1
+    session = stores.sessions.session_of_key("p", "support-bot", SESSION)
+    assert session is not None
+    assert session.turn_count == 2
+
+
+def test_flushing_everything_ignores_the_gap(stores: Stores) -> None:
+    trace_sessions = _sessions(stores, ManualClock(), min_gap_s=5.0)
+    trace_sessions.notice(_store(stores, support_trace("t1")))
+    assert trace_sessions.flush() == 1
+    trace_sessions.notice(_store(stores, support_trace("t2", at_ms=1000, input="Refund A2")))
+    assert trace_sessions.flush() == 0
+    assert trace_sessions.flush(everything=True) == 1
+    assert trace_sessions.pending() == 0
+
+
 def test_a_failed_rebuild_is_retried_on_the_next_pass(stores: Stores) -> None:
     class FlakyTraces:
         failures = 1

@@ -67,6 +67,7 @@ def test_daemon_process_lifecycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         assert env["MCPD_OTLP_GRPC_ADDR"] == daemon.otlp_grpc_addr
         assert env["MCPD_DATA_DIR"] == str(daemon.data_dir)
         assert env["MCPD_EXTRA"] == "1"
+        assert env["MCPD_INGEST_WORKERS"] == "0"  # test daemons start none unless asked
         assert "MCPD_STRAY_SETTING" not in env
         assert len({daemon.http_addr, daemon.grpc_addr, daemon.otlp_grpc_addr}) == 3
         assert daemon.data_dir.is_dir()
@@ -80,6 +81,15 @@ def test_daemon_process_lifecycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert workdir is not None
     assert not workdir.exists()
     daemon.stop()  # idempotent
+
+
+@pytest.mark.parametrize(("workers", "expected"), [(None, None), (3, "3")])
+def test_daemon_process_passes_ingest_workers_as_asked(
+    tmp_path: Path, workers: int | None, expected: str | None
+) -> None:
+    with DaemonProcess(command=_fake(tmp_path), ingest_workers=workers) as daemon:
+        assert daemon.health is not None
+        assert daemon.health["env"].get("MCPD_INGEST_WORKERS") == expected
 
 
 def test_daemon_process_kills_a_daemon_that_ignores_sigterm(tmp_path: Path) -> None:

@@ -55,8 +55,9 @@ class SqlTraceStore(SqlStore):
         """Write several batches as one transaction (see `TraceStore.write_batches`)."""
         if not batches:
             return []
+        bound = signals.bind_batches(self._dialect, batches)
         with self._engine.begin() as conn:
-            written = signals.write_batches(conn, self._dialect, batches)
+            written = signals.write_bound(conn, self._dialect, bound)
         if self._statistics is not None:
             self._statistics.wrote(_rows_written(batches, written))
         return written

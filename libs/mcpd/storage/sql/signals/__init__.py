@@ -1,6 +1,7 @@
 """The trace store's signal surface on SQLite and PostgreSQL.
 
-`writes` holds `write_batches` and `release_held` (one transaction each, opened by the store),
+`writes` holds `write_batches` (`bind_batches` outside the transaction, then `write_bound`) and
+`release_held` (one transaction each, opened by the store),
 `reproject` the projection maintenance they share, `reads` the reads of whole traces, and
 `statements` the dialect-specific statements (bulk upserts with their arrival stamps and search
 index, PostgreSQL's per-trace advisory locks). The query service's questions have a module
@@ -15,9 +16,15 @@ from mcpd.storage.sql.signals.reads import (
     trace_detail_json,
     trace_records,
 )
-from mcpd.storage.sql.signals.writes import release_held, write_batches
+from mcpd.storage.sql.signals.writes import (
+    bind_batches,
+    release_held,
+    write_batches,
+    write_bound,
+)
 
 __all__ = [
+    "bind_batches",
     "facet_value_count",
     "held_traces",
     "release_held",
@@ -25,4 +32,5 @@ __all__ = [
     "trace_detail_json",
     "trace_records",
     "write_batches",
+    "write_bound",
 ]

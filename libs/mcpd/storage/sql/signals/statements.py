@@ -260,6 +260,19 @@ def rebuild_search_index(conn: Connection, dialect: SqlDialect, table: str) -> i
 
 
 @dataclass(frozen=True, slots=True)
+class Bound:
+    """One row with what its upsert binds, built before the write's transaction (`bind`), so
+    the transaction holds the database only for the database's own work."""
+
+    row: Mapping[str, Any]
+    # SQLite: the row's values in column order (the arrival sequence is added when written);
+    # PostgreSQL: the row's JSON object in the recordset.
+    values: Any
+    # SQLite, a searched table: the text its FTS entry indexes.
+    search: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class BulkUpsert:
     """A compiled upsert, the column order of its parameters, and how to build them."""
 
@@ -292,23 +305,46 @@ class BulkUpsert:
     ) -> None:
         """Write `rows` (a missing key is NULL, an extra one is ignored), stamped with `arrival`
         (required for a table with an arrival sequence), and index their search text."""
-        if not rows:
+        self.write(conn, [self.bind(row) for row in rows], arrival=arrival)
+
+    def bind(self, row: Mapping[str, Any]) -> Bound:
+        """What writing `row` binds; needs no connection."""
+        match self.dialect:
+            case SqlDialect.SQLITE:
+                search = indexed_text(self.table, row) if self.searched else None
+                return Bound(row, self.params(row), search)
+            case SqlDialect.POSTGRES:
+                return Bound(row, json_text(self._document(row)))
+            case _:
+                assert_never(self.dialect)
+
+    def write(
+        self, conn: Connection, bound: Sequence[Bound], *, arrival: int | None = None
+    ) -> None:
+        """Write rows `bind` prepared, as `execute` documents."""
+        if not bound:
             return
         if self.stamped and arrival is None:
             raise ValueError(f"rows of {self.table} need an arrival sequence")
-        stamp = (arrival,) if self.stamped else ()
         match self.dialect:
             case SqlDialect.SQLITE:
-                params = [self.params(row) + stamp for row in rows]
+                if self.stamped:
+                    stamp = (arrival,)
+                    params = [item.values + stamp for item in bound]
+                else:
+                    params = [item.values for item in bound]
                 if self.searched:
                     self._unindex_fts(conn, params)
                 conn.exec_driver_sql(self.sql, params)
                 if self.searched:
-                    self._index_fts(conn, rows, params)
+                    self._index_fts(conn, bound, params)
             case SqlDialect.POSTGRES:
-                for start in range(0, len(rows), _RECORDSET_ROWS):
-                    chunk = [self._document(row) for row in rows[start : start + _RECORDSET_ROWS]]
-                    values = {"rows": json_text(chunk), "arrival": arrival}
+                for start in range(0, len(bound), _RECORDSET_ROWS):
+                    chunk = bound[start : start + _RECORDSET_ROWS]
+                    values = {
+                        "rows": "[" + ",".join([item.values for item in chunk]) + "]",
+                        "arrival": arrival,
+                    }
                     conn.exec_driver_sql(self.sql, tuple(values[n] for n in self.param_names))
             case _:
                 assert_never(self.dialect)
@@ -338,18 +374,12 @@ class BulkUpsert:
         conn.exec_driver_sql(self.unindex_sql, (json_text([key(values) for values in params]),))
 
     def _index_fts(
-        self,
-        conn: Connection,
-        rows: Sequence[Mapping[str, Any]],
-        params: Sequence[tuple[Any, ...]],
+        self, conn: Connection, bound: Sequence[Bound], params: Sequence[tuple[Any, ...]]
     ) -> None:
         key = itemgetter(*self.key_positions)
         conn.exec_driver_sql(
             self.index_sql,
-            [
-                (indexed_text(self.table, row), *key(values))
-                for row, values in zip(rows, params, strict=True)
-            ],
+            [(item.search, *key(values)) for item, values in zip(bound, params, strict=True)],
         )
 
     def _document(self, row: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,14 +2,19 @@
 
 `write_batches`, in order:
 
+0. **Binding** (`bind_batches`, before the transaction: it needs no database): every row's
+   upsert parameters are built (JSON texts, a span's rendered head, the search text), so the
+   transaction, which on SQLite holds the one write lock of the file, runs only what needs the
+   database. `SqlTraceStore.write_batches` binds, then begins.
 1. **Ingest keys.** The call's keys are deduplicated (a key repeated in the call belongs to its
    first batch) and recorded with one `INSERT ... ON CONFLICT DO NOTHING RETURNING`; a batch is
    written when its key came back (or it has none). A concurrent writer of the same key waits
    on PostgreSQL's unique index until the first commits and then gets nothing back; SQLite's
    BEGIN IMMEDIATE already serialises writers.
-2. **Rows.** The written batches' rows are gathered per table, keyed by primary key (a later
-   row replaces an earlier one, across batches too) and sorted by key; a row without
-   `received_at` takes its batch's (on a copy: the caller's rows are never changed).
+2. **Rows.** The written batches' bound rows are gathered per table, keyed by primary key (a
+   later row replaces an earlier one, across batches too) and sorted by key; a row without
+   `received_at` took its batch's when it was bound (on a copy: the caller's rows are never
+   changed).
 3. **Locks** (PostgreSQL): an advisory lock per touched trace, in key order
    (`statements.lock_traces`), so concurrent writers of one trace cannot lose each other's
    projection update.
@@ -26,6 +31,8 @@ order in every writer, so two PostgreSQL writers cannot deadlock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, cast
 
 from sqlalchemy import Connection, Table, delete
@@ -47,6 +54,7 @@ from mcpd.storage.sql.schema.trace import (
 )
 from mcpd.storage.sql.signals.reproject import TraceKey, chunks, reproject
 from mcpd.storage.sql.signals.statements import (
+    Bound,
     bulk_upsert,
     insert_new_keys,
     lock_traces,
@@ -56,52 +64,85 @@ from mcpd.storage.sql.signals.statements import (
 Row = Mapping[str, Any]
 Key = tuple[str, ...]
 
+# The tables a batch writes, each with the batch's rows for it and its primary key's columns.
+_WRITTEN: tuple[tuple[Table, str, tuple[str, ...]], ...] = (
+    (spans, "spans", ("project", "trace_id", "span_id")),
+    (held_spans, "held_spans", ("project", "trace_id", "span_id")),
+    (logs, "logs", ("project", "log_id")),
+    (metrics, "metrics", ("project", "metric_id")),
+    (scores, "scores", ("project", "score_id")),
+    (feedback, "feedback", ("project", "feedback_id")),
+    (aspect_notes, "aspect_notes", ("project", "note_id")),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BoundBatch:
+    """A batch whose rows are bound for their upserts (`bind_batches`), ready for `write_bound`:
+    everything that needs no database is done before the write's transaction begins."""
+
+    batch: SignalBatch
+    # Per table name, the batch's rows in order, each with its key and what its upsert binds.
+    rows: dict[str, list[tuple[Key, Bound]]]
+    facets: tuple[FacetValue, ...]
+
+
+def bind_batches(dialect: SqlDialect, batches: Sequence[SignalBatch]) -> list[BoundBatch]:
+    """Bind every row of `batches` (see `BoundBatch`); needs no connection."""
+    return [_bind(dialect, batch) for batch in batches]
+
+
+def _bind(dialect: SqlDialect, batch: SignalBatch) -> BoundBatch:
+    received = batch.received_at
+    found: dict[str, list[tuple[Key, Bound]]] = {}
+    for table, attribute, key_columns in _WRITTEN:
+        rows = getattr(batch, attribute)
+        if not rows:
+            continue
+        upsert = bulk_upsert(table, dialect)
+        pick_key = itemgetter(*key_columns)
+        bound = []
+        for row in _stamped(rows, received):
+            if table is held_spans:
+                row = _held(row)
+            bound.append((pick_key(row), upsert.bind(row)))
+        found[table.name] = bound
+    return BoundBatch(batch, found, tuple(batch_facets(batch)))
+
+
+def _held(span: Row) -> Row:
+    """A held span's row in the holding table: its key, its arrival, and the span itself."""
+    return {
+        "project": span["project"],
+        "trace_id": span["trace_id"],
+        "span_id": span["span_id"],
+        "received_at": span["received_at"],
+        "row": span,
+    }
+
 
 class _Gathered:
-    """The rows of the written batches, per table, keyed by primary key (last one wins)."""
+    """The bound rows of the written batches, per table, keyed by primary key (last one wins)."""
 
     def __init__(self) -> None:
-        self.spans: dict[Key, Row] = {}
-        self.held: dict[Key, Row] = {}
-        self.logs: dict[Key, Row] = {}
-        self.metrics: dict[Key, Row] = {}
-        self.scores: dict[Key, Row] = {}
-        self.feedback: dict[Key, Row] = {}
-        self.notes: dict[Key, Row] = {}
+        self.tables: dict[str, dict[Key, Bound]] = {table.name: {} for table, _, _ in _WRITTEN}
         self.facets: dict[FacetValue, int] = {}
 
-    def add(self, batch: SignalBatch) -> None:
-        received = batch.received_at
-        for row in _stamped(batch.spans, received):
-            self.spans[(row["project"], row["trace_id"], row["span_id"])] = row
-        for row in _stamped(batch.held_spans, received):
-            key = (row["project"], row["trace_id"], row["span_id"])
-            self.held[key] = {
-                "project": key[0],
-                "trace_id": key[1],
-                "span_id": key[2],
-                "received_at": row["received_at"],
-                "row": row,
-            }
-        for row in _stamped(batch.logs, received):
-            self.logs[(row["project"], row["log_id"])] = row
-        for row in _stamped(batch.metrics, received):
-            self.metrics[(row["project"], row["metric_id"])] = row
-        for row in _stamped(batch.scores, received):
-            self.scores[(row["project"], row["score_id"])] = row
-        for row in _stamped(batch.feedback, received):
-            self.feedback[(row["project"], row["feedback_id"])] = row
-        for row in _stamped(batch.aspect_notes, received):
-            self.notes[(row["project"], row["note_id"])] = row
-        _note_facets(self.facets, batch_facets(batch), received)
+    def add(self, bound: BoundBatch) -> None:
+        for name, rows in bound.rows.items():
+            self.tables[name].update(rows)
+        _note_facets(self.facets, bound.facets, bound.batch.received_at)
+
+    def rows(self, table: Table) -> list[Row]:
+        return [item.row for item in self.tables[table.name].values()]
 
     def touched(self) -> set[TraceKey]:
         """The traces whose projection the rows change."""
-        found = {(key[0], key[1]) for key in self.spans}
-        for rows in (self.scores, self.feedback):
+        found = {(key[0], key[1]) for key in self.tables["spans"]}
+        for table in (scores, feedback):
             found.update(
                 (row["project"], row["trace_id"])
-                for row in rows.values()
+                for row in self.rows(table)
                 if row.get("trace_id") is not None
             )
         return found
@@ -126,29 +167,29 @@ def write_batches(
     conn: Connection, dialect: SqlDialect, batches: Sequence[SignalBatch]
 ) -> list[bool]:
     """`TraceStore.write_batches` inside the caller's transaction (see the module docstring)."""
-    written = claim_keys(conn, dialect, batches)
+    return write_bound(conn, dialect, bind_batches(dialect, batches))
+
+
+def write_bound(conn: Connection, dialect: SqlDialect, bound: Sequence[BoundBatch]) -> list[bool]:
+    """`write_batches` of batches already bound (`bind_batches`), in the caller's transaction."""
+    written = claim_keys(conn, dialect, [item.batch for item in bound])
     gathered = _Gathered()
-    for batch, ok in zip(batches, written, strict=True):
+    for item, ok in zip(bound, written, strict=True):
         if ok:
-            gathered.add(batch)
+            gathered.add(item)
     touched = gathered.touched()
-    held_traces = {(key[0], key[1]) for key in gathered.held}
+    held_traces = {(key[0], key[1]) for key in gathered.tables["held_spans"]}
     lock_traces(conn, dialect, sorted(touched | held_traces))
     projected = reproject(
         conn,
         touched,
-        gathered.spans.values(),
-        gathered.scores.values(),
-        gathered.feedback.values(),
+        gathered.rows(spans),
+        gathered.rows(scores),
+        gathered.rows(feedback),
     )
     arrival = next_arrival(conn, dialect) if any(written) else 0
-    _upsert(conn, dialect, spans, gathered.spans, arrival)
-    _upsert(conn, dialect, held_spans, gathered.held)
-    _upsert(conn, dialect, logs, gathered.logs, arrival)
-    _upsert(conn, dialect, metrics, gathered.metrics)
-    _upsert(conn, dialect, scores, gathered.scores)
-    _upsert(conn, dialect, feedback, gathered.feedback)
-    _upsert(conn, dialect, aspect_notes, gathered.notes)
+    for table, _, _ in _WRITTEN:
+        _write(conn, dialect, table, gathered.tables[table.name], arrival)
     _upsert_traces(conn, dialect, projected, arrival)
     _upsert_facets(conn, dialect, gathered.facets)
     return written
@@ -226,16 +267,22 @@ def release_held(
 
 
 def _upsert(
-    conn: Connection,
-    dialect: SqlDialect,
-    table: Table,
-    rows: Mapping[Key, Row],
-    arrival: int | None = None,
+    conn: Connection, dialect: SqlDialect, table: Table, rows: Mapping[Key, Row], arrival: int
 ) -> None:
     if rows:
         bulk_upsert(table, dialect).execute(
             conn, [rows[key] for key in sorted(rows)], arrival=arrival
         )
+
+
+def _write(
+    conn: Connection, dialect: SqlDialect, table: Table, rows: Mapping[Key, Bound], arrival: int
+) -> None:
+    """Write bound rows in key order (every writer takes row locks in the same order); a table
+    without an arrival sequence ignores `arrival`."""
+    if rows:
+        ordered = [rows[key] for key in sorted(rows)]
+        bulk_upsert(table, dialect).write(conn, ordered, arrival=arrival)
 
 
 def _upsert_traces(
