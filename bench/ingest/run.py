@@ -179,6 +179,8 @@ class IngestConfig:
     profile_dir: Path | None = None
     py_spy: Path | None = None
     profile_gil: bool = False
+    # mcpd's `ingest.workers` (None: the product default, one per core).
+    ingest_workers: int | None = None
 
     def __post_init__(self) -> None:
         if self.seconds <= 0 or self.warmup_seconds < 0 or self.drain_timeout_s < 0:
@@ -449,7 +451,7 @@ async def run_mcpd_case(
                 extra_env=env,
                 keep_files=True,
                 start_timeout_s=config.start_timeout_s,
-                ingest_workers=None,
+                ingest_workers=config.ingest_workers,
             )
             await asyncio.to_thread(daemon.start)
             result.server_startup_s = daemon.startup_s
@@ -746,6 +748,9 @@ async def run_async(config: IngestConfig) -> dict[str, Any]:
             "spans_per_request": SPANS_PER_REQUEST,
             "templates": config.templates,
             "refusal_backoff_s": REFUSAL_BACKOFF_S,
+            "ingest_workers": config.ingest_workers
+            if config.ingest_workers is not None
+            else "default (one per core, at most 4)",
             "client": "this process (one asyncio loop); servers in their own process groups",
         },
         "corpus": {name: corpus.describe() for name, corpus in corpora.items()},
@@ -864,6 +869,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--profile-gil", action="store_true", help="sample only the thread holding the GIL"
     )
+    parser.add_argument(
+        "--ingest-workers",
+        type=int,
+        default=None,
+        help="mcpd's ingest.workers (default: the product default, one per core)",
+    )
     return parser
 
 
@@ -888,6 +899,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         profile_dir=args.profile_dir,
         py_spy=args.py_spy,
         profile_gil=args.profile_gil,
+        ingest_workers=args.ingest_workers,
     )
     payload = run(config)
     return 1 if payload["not_measured"] and not payload["results"] else 0

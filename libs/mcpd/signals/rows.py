@@ -102,6 +102,32 @@ class SpanRow(CorrelationColumns, UsageColumns, CostColumns, total=False):
     ingest_key: str | None
 
 
+SESSION_SPAN_COLUMNS: tuple[str, ...] = (
+    "project",
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "kind",
+    "status",
+    "start_time",
+    "end_time",
+    "is_root",
+    "is_event",
+    "entity_name",
+    "input",
+    "output",
+    "error",
+    "model",
+    "service_name",
+    "session_id",
+)
+"""The columns of the spans `TraceStore.session_spans` reads: what a trace's session is made
+of (`services.ingest.trace_sessions`). Not the attributes, the rendered head or the usage: a
+session is rebuilt from up to thousands of spans, and reading every column of each cost twice
+the rest of the rebuild."""
+
+
 class TraceRow(CorrelationColumns, UsageColumns, CostColumns, total=False):
     """A row of `traces`: the projection of a trace's spans (see `projection`)."""
 

@@ -110,7 +110,8 @@ class TraceStore(Protocol):
 
     def session_spans(self, project: str, session_id: str, *, limit: int) -> list[SpanRow]:
         """The spans of one project whose `session_id` (correlation) is `session_id`, across
-        all its traces, ordered by start time, then span id, then trace id.
+        all its traces, ordered by start time, then span id, then trace id; each with the
+        columns `mcpd.signals.rows.SESSION_SPAN_COLUMNS` only.
 
         At most `limit` of them: when the session holds more, the NEWEST `limit` (the last ones
         in that order), still in ascending order, so an oversized session loses its oldest

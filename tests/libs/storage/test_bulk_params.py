@@ -1,7 +1,8 @@
-"""The parameters of bulk upserts: `json_text` (a C encoder built once) and a span's rendered
-`head_json` (orjson) give exactly the text of
-`json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode`, NUL scrubbed; and the
-reads `reproject` makes are the statements it used to build per call."""
+"""The parameters of bulk upserts: `json_text` (orjson, the standard encoder for what orjson
+refuses) and a span's rendered `head_json` give compact JSON of the same document as
+`json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode`, with non-finite numbers
+as null and NUL scrubbed (the very same text where no float is involved); and the reads
+`reproject` makes are the statements it used to build per call."""
 
 from __future__ import annotations
 
@@ -27,17 +28,38 @@ from mcpd.signals.rows import SpanRow
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.schema.trace import HEAD_JSON, feedback, scores, spans, traces
 from mcpd.storage.sql.signals.reproject import _select
-from mcpd.storage.sql.signals.statements import _scrub, bulk_upsert, json_text
+from mcpd.storage.sql.signals.statements import bulk_upsert
+from mcpd.storage.stored_json import _finite, json_text, scrub_nul
 
 _REFERENCE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 def reference_json_text(document: Any) -> str:
-    """`json_text` as it was: the standard encoder's `encode`, NUL scrubbed."""
-    text = _REFERENCE(document)
+    """What `json_text` means: the standard encoder's `encode`, non-finite numbers as null, NUL
+    scrubbed."""
+    text = _REFERENCE(_finite(document))
     if "\\u0000" in text:
-        text = _REFERENCE(_scrub(document))
+        text = _REFERENCE(_finite(scrub_nul(document)))
     return text
+
+
+def _strict(text: str) -> Any:
+    """`text` parsed as JSON, refusing the NaN and Infinity tokens JSON has no place for."""
+
+    def refuse(token: str) -> Any:
+        raise AssertionError(f"{token} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def _has_float(document: Any) -> bool:
+    if isinstance(document, float):
+        return True
+    if isinstance(document, dict):
+        return any(_has_float(key) or _has_float(item) for key, item in document.items())
+    if isinstance(document, list | tuple):
+        return any(_has_float(item) for item in document)
+    return False
 
 
 class Level(IntEnum):
@@ -100,9 +122,14 @@ def _documents(count: int, seed: int) -> list[Any]:
     return fixed + [document(0) for _ in range(count)]
 
 
-def test_json_text_is_the_standard_encoders_text() -> None:
+def test_json_text_is_json_of_the_same_document() -> None:
     for document in _documents(2000, seed=1):
-        assert json_text(document) == reference_json_text(document)
+        text = json_text(document)
+        reference = reference_json_text(document)
+        assert _strict(text) == _strict(reference)
+        if not _has_float(document):
+            # Floats aside (1e+300 or 1e300), the text itself is the standard encoder's.
+            assert text == reference
 
 
 def test_json_text_of_a_nul_is_scrubbed() -> None:
@@ -119,9 +146,11 @@ def test_json_text_refuses_what_the_standard_encoder_refuses(value: Any) -> None
     assert str(raised.value) == str(expected.value)
 
 
-def test_json_text_refuses_nothing_more() -> None:
-    # allow_nan, as before: the non-finite floats have their JavaScript names.
-    assert json_text([math.nan, math.inf, -math.inf]) == "[NaN,Infinity,-Infinity]"
+def test_json_text_writes_non_finite_numbers_as_null() -> None:
+    # JSON has no spelling for them; SQLite's and PostgreSQL's JSON functions refuse the tokens.
+    assert json_text([math.nan, math.inf, -math.inf, 1.5]) == "[null,null,null,1.5]"
+    # Also where orjson gives way to the standard encoder (an integer past 64 bits).
+    assert json_text({"n": 2**70, "x": math.nan}) == '{"n":1180591620717411303424,"x":null}'
 
 
 def _reference_params(table: Any, row: dict[str, Any]) -> tuple[Any, ...]:
@@ -137,6 +166,17 @@ def _reference_params(table: Any, row: dict[str, Any]) -> tuple[Any, ...]:
         if text is not None and "\x00" in text:
             values[position] = text.replace("\x00", "\ufffd")
     return tuple(values)
+
+
+def _decoded(upsert: Any, params: tuple[Any, ...]) -> list[Any]:
+    """`params` with each JSON text (the documents and a span's head) parsed, strictly."""
+    json_positions = {*upsert.json_positions}
+    if upsert.head_position is not None:
+        json_positions.add(upsert.head_position)
+    return [
+        _strict(value) if index in json_positions and value is not None else value
+        for index, value in enumerate(params)
+    ]
 
 
 def test_span_params_are_the_reference_params() -> None:
@@ -158,14 +198,16 @@ def test_span_params_are_the_reference_params() -> None:
         )
         if index % 2:
             del row["metadata"]  # a row that leaves an optional column out
-        assert upsert.params(row) == _reference_params(spans, row)
+        assert _decoded(upsert, upsert.params(row)) == _decoded(
+            upsert, _reference_params(spans, row)
+        )
 
 
 def test_trace_params_are_the_reference_params() -> None:
     upsert = bulk_upsert(traces, SqlDialect.SQLITE)
     row: dict[str, Any] = {name: None for name in upsert.columns}
     row.update(project="p", trace_id="0af7651916cd43dd8448eb211c80319c", tags=["a\x00", "b"])
-    assert upsert.params(row) == _reference_params(traces, row)
+    assert _decoded(upsert, upsert.params(row)) == _decoded(upsert, _reference_params(traces, row))
 
 
 @pytest.mark.parametrize(

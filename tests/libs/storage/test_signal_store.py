@@ -3,6 +3,7 @@ facets. One behaviour suite; the backends must not be told apart by it."""
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -662,6 +663,23 @@ def test_nul_characters_are_replaced_alike_everywhere(signal_store: SignalStores
     assert stored["name"] == "a\ufffdb"
     assert stored["input"] == {"k\ufffd": ["v\ufffd"], "look-alike": "\\u0000"}
     assert stored["tags"] == ["t\ufffd"]
+
+
+def test_non_finite_numbers_are_stored_as_null_alike_everywhere(
+    signal_store: SignalStores,
+) -> None:
+    # OTLP double attributes may be NaN or infinite; JSON has no spelling for them and the
+    # databases' JSON functions refuse the tokens (on PostgreSQL, the whole batch). Every
+    # backend stores null, next to a big integer that only the standard encoder writes.
+    written = span(
+        "s1",
+        attributes={"score": math.nan, "limits": [math.inf, -math.inf, 0.5], "id": 2**70},
+    )
+    store = signal_store.store
+    assert store.write_batches([batch(spans=[written])]) == [True]
+
+    stored = records(store).spans[0]
+    assert stored["attributes"] == {"score": None, "limits": [None, None, 0.5], "id": 2**70}
 
 
 def test_a_failing_row_leaves_nothing_of_the_call(signal_store: SignalStores) -> None:

@@ -12,8 +12,9 @@ the conventions of migration 0001:
   them into a datetime and drops the nanoseconds;
 * `tags` (and the trace row's `models` and `providers`) are Array(String): an absent list is
   stored as [] and [] reads back as None;
-* a NUL character in a string or inside a JSON document is stored as U+FFFD, as the SQL
-  backends store it (PostgreSQL refuses NUL), so every backend reads back the same row.
+* a JSON document's text, a NUL character in it (or in a string) as U+FFFD and a non-finite
+  number as null, is the SQL backends' (`mcpd.storage.stored_json`), so every backend reads
+  back the same row.
 
 Inserts are column-oriented: one INSERT per table carries every row as JSONCompactColumns data
 (one JSON array per column) in the request body (`ClickHouseExecutor.insert`), so no value
@@ -30,6 +31,7 @@ from enum import Enum
 from typing import Any
 
 from mcpd.storage.clickhouse.params import datetime64_text
+from mcpd.storage.stored_json import json_text, scrub_nul
 
 
 class Kind(Enum):
@@ -320,24 +322,11 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def dump_json(value: Any) -> str:
-    """A JSON document's stored text ('' for an absent one), each NUL character in it replaced
-    by U+FFFD (see the module docstring)."""
+    """A JSON document's stored text ('' for an absent one): `stored_json.json_text`, as every
+    store keeps it (see the module docstring)."""
     if value is None:
         return ""
-    text = _ENCODE(value)
-    if "\\u0000" in text:  # a NUL somewhere, or text that merely looks like one
-        text = _ENCODE(_scrub(value))
-    return text
-
-
-def _scrub(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, Mapping):
-        return {_scrub(key): _scrub(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_scrub(item) for item in value]
-    return value
+    return json_text(value)
 
 
 def load_json(text: str) -> Any:
@@ -388,7 +377,7 @@ def column_data(table: Table, rows: Sequence[Mapping[str, Any]]) -> str:
     if "\\u0000" in text:  # a NUL in a string column (or text that looks like one)
         for (_, kind), values in zip(table.columns, data, strict=True):
             if kind in (Kind.KEY, Kind.TEXT, Kind.STRINGS):
-                values[:] = [_scrub(value) for value in values]
+                values[:] = [scrub_nul(value) for value in values]
         text = _ENCODE(data)
     return text
 

@@ -28,7 +28,14 @@ from mcpd.signals.projection import (
     PROJECTION_SPAN_COLUMNS,
     order_spans,
 )
-from mcpd.signals.rows import FeedbackRow, LogRow, ScoreRow, SpanRow, TraceRow
+from mcpd.signals.rows import (
+    SESSION_SPAN_COLUMNS,
+    FeedbackRow,
+    LogRow,
+    ScoreRow,
+    SpanRow,
+    TraceRow,
+)
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
 from mcpd.storage.clickhouse.signals.columns import (
     FEEDBACK,
@@ -180,7 +187,7 @@ def session_spans(
     if not session_id or limit < 1:
         return []
     sql = (
-        f"SELECT {SPANS.select_list()} FROM ("
+        f"SELECT {SPANS.select_list(SESSION_SPAN_COLUMNS)} FROM ("
         "SELECT * FROM spans FINAL WHERE project = {project:String} AND trace_id IN ("
         "SELECT DISTINCT trace_id FROM spans "
         "WHERE project = {project:String} AND session_id = {session_id:String}) "
@@ -190,7 +197,7 @@ def session_spans(
         + _SKIP_UNDER_FINAL
     )
     found = executor.query(sql, {"project": project, "session_id": session_id, "limit": limit})
-    rows = as_rows(SPANS, found)
+    rows = as_rows(SPANS, found, SESSION_SPAN_COLUMNS)
     rows.reverse()
     return cast(list[SpanRow], rows)
 

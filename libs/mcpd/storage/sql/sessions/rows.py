@@ -17,6 +17,7 @@ from mcpd.sessions.model import (
     TurnRecord,
 )
 from mcpd.storage.sql.convert import datetime_of, nanos
+from mcpd.storage.stored_json import scrub_nul
 
 Row = dict[str, Any]
 # A row as read back (a dict, or SQLAlchemy's RowMapping).
@@ -31,7 +32,7 @@ def digest(value: Any) -> str:
 def with_hash(row: Row) -> Row:
     """`row`, cleaned (see `clean`), with its `row_hash`: the digest of everything else."""
     cleaned = {
-        name: _scrub(value) if isinstance(value, str) else value for name, value in row.items()
+        name: scrub_nul(value) if isinstance(value, str) else value for name, value in row.items()
     }
     encoded = _encode(cleaned)
     if "\\u0000" in encoded:  # a NUL inside a JSON document (or a harmless look-alike)
@@ -44,17 +45,7 @@ def with_hash(row: Row) -> Row:
 def clean(row: Row) -> Row:
     """`row` with each NUL character, in text or inside a JSON document, replaced by U+FFFD:
     PostgreSQL refuses NUL in both, and both backends store the same thing."""
-    return {name: _scrub(value) for name, value in row.items()}
-
-
-def _scrub(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd") if "\x00" in value else value
-    if isinstance(value, dict):
-        return {_scrub(key): _scrub(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_scrub(item) for item in value]
-    return value
+    return {name: scrub_nul(value) for name, value in row.items()}
 
 
 def _encode(value: Any) -> str:

@@ -20,7 +20,14 @@ from mcpd.signals import documents
 from mcpd.signals.batch import HeldTrace, TraceRecords
 from mcpd.signals.documents import PAYLOADS
 from mcpd.signals.projection import HELD_SPAN_FIELDS, order_spans, summarize_held
-from mcpd.signals.rows import FeedbackRow, LogRow, ScoreRow, SpanRow, TraceRow
+from mcpd.signals.rows import (
+    SESSION_SPAN_COLUMNS,
+    FeedbackRow,
+    LogRow,
+    ScoreRow,
+    SpanRow,
+    TraceRow,
+)
 from mcpd.storage.sql.schema import trace as schema
 from mcpd.storage.sql.schema.trace import HEAD_JSON, facet_values, held_spans, row_columns
 
@@ -125,7 +132,7 @@ def session_spans(conn: Connection, project: str, session_id: str, *, limit: int
         return []
     spans = schema.spans
     statement = (
-        select_rows(spans)
+        select(*(spans.c[name] for name in SESSION_SPAN_COLUMNS))
         .where(spans.c.project == project, spans.c.session_id == session_id)
         .order_by(spans.c.start_time.desc(), spans.c.span_id.desc(), spans.c.trace_id.desc())
         .limit(limit)

@@ -3,9 +3,9 @@
 Bulk upserts (`BulkUpsert`) are SQLAlchemy Core constructs compiled once per table and dialect,
 then executed at the driver level with parameters built here, because profiling a batch of 512
 spans showed SQLAlchemy's per-row, per-column parameter processing costing more than SQLite's
-own work. What the type processors did is done here instead: JSON is serialised compactly, and
-NUL characters, which PostgreSQL refuses in text and in JSONB and which would fail a whole group
-commit, become U+FFFD on both backends alike.
+own work. What the type processors did is done here instead: JSON is serialised as every store
+keeps it (`mcpd.storage.stored_json`), and NUL characters, which PostgreSQL refuses in text and in
+JSONB and which would fail a whole group commit, become U+FFFD on both backends alike.
 
 * SQLite: `INSERT ... VALUES (?, ...) ON CONFLICT ...` as one executemany of tuples (the
   driver steps one prepared statement per row, in C).
@@ -49,8 +49,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-import json.encoder
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -58,7 +56,6 @@ from operator import itemgetter
 from typing import Any, assert_never
 from typing import cast as type_cast
 
-import orjson
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
@@ -94,6 +91,7 @@ from mcpd.storage.sql.schema.trace import (
     row_columns,
 )
 from mcpd.storage.sql.types import JsonDocument
+from mcpd.storage.stored_json import json_text
 
 # Keys per IN list (well under SQLite's 32766 variables and PostgreSQL's 65535 parameters).
 CHUNK = 500
@@ -394,57 +392,9 @@ class BulkUpsert:
         return row if isinstance(row, dict) else dict(row)
 
 
-def _compact_chunks() -> Callable[[Any, int], Sequence[str]]:
-    """What `json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode` joins, from a C
-    encoder built once: `encode` builds a new one (and a dict to detect cycles) on every call,
-    which cost a third of the time spent encoding a span's documents. The text is the same;
-    the documents come from decoded JSON and protobuf, so they have no cycles to detect (a
-    cycle would raise RecursionError rather than ValueError)."""
-    reference = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - CPython has its C accelerator
-        return lambda document, _level: (reference.encode(document),)
-    chunks: Callable[[Any, int], Sequence[str]] = make(
-        None,  # markers: no cycle detection (check_circular=False)
-        reference.default,
-        json.encoder.encode_basestring,
-        None,  # indent
-        reference.key_separator,
-        reference.item_separator,
-        reference.sort_keys,
-        reference.skipkeys,
-        reference.allow_nan,
-    )
-    return chunks
-
-
-_encode_chunks = _compact_chunks()
-
-
 def head_json_text(row: Mapping[str, Any]) -> str:
-    """A span's `head_json` as stored: `json_text` of its head, by orjson (a tenth of the time)
-    unless a NUL is in it, which `json_text` replaces as the text columns have it replaced."""
-    head = span_head(type_cast(SpanRow, row))
-    text = orjson.dumps(head).decode()
-    return json_text(head) if "\\u0000" in text else text
-
-
-def json_text(document: Any) -> str:
-    """A JSON document as stored: compact, and without NUL (U+FFFD instead) even inside."""
-    text = "".join(_encode_chunks(document, 0))
-    if "\\u0000" in text:  # a NUL somewhere, or text that merely looks like one
-        text = "".join(_encode_chunks(_scrub(document), 0))
-    return text
-
-
-def _scrub(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
-    if isinstance(value, Mapping):
-        return {_scrub(key): _scrub(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_scrub(item) for item in value]
-    return value
+    """A span's `head_json` as stored: `json_text` of its head."""
+    return json_text(span_head(type_cast(SpanRow, row)))
 
 
 def _positional(dialect: SqlDialect) -> Dialect:
