@@ -1,4 +1,5 @@
-"""How the codec fails: a caller sent bad JSON, or a message holds what JSON cannot carry."""
+"""How the codec fails (a caller sent bad JSON, or a message holds what JSON cannot carry) and
+how its errors name the place at fault."""
 
 from __future__ import annotations
 
@@ -29,3 +30,15 @@ class EncodeError(ValueError):
 
 UNKNOWN_FIELD = "UNKNOWN_FIELD"
 """`CodecError.reason` when the document carries a field the message does not have."""
+
+
+def child_path(parent: str, key: str | int | None) -> str:
+    """The `field` of what sits under `key` in the value at `parent`: `spans[0]`, `spans[0].name`.
+
+    A str key is a field name or an object key, an int an array index, None the value itself.
+    """
+    if key is None:
+        return parent
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    return f"{parent}.{key}" if parent else key

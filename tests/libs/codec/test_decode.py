@@ -150,3 +150,13 @@ def test_json_depth_is_bounded_where_protobuf_would_choke() -> None:
     assert err.field is not None
     assert err.field.startswith("spans[0].input")
     assert "deeper than 24" in err.message
+
+
+def test_a_key_protobuf_cannot_name_is_an_unknown_field() -> None:
+    # `json.loads` makes a lone surrogate of the escape "\ud800"; such a key is no field name
+    # (upb's own lookup by name used to fail on it with a SystemError, an internal error).
+    lone_surrogate = "\ud800"
+    with pytest.raises(codec.CodecError) as caught:
+        codec.decode({"spans": [{lone_surrogate: 1}]}, telemetry_pb2.IngestBatch)
+    assert caught.value.field == f"spans[0].{lone_surrogate}"
+    assert caught.value.reason == codec.UNKNOWN_FIELD
