@@ -190,10 +190,9 @@ async def serve_worker(settings: Settings, supervisor_fd: int) -> int:
     """Run as an ingest worker of the parent on `supervisor_fd` until it stops us or is gone."""
     from cli.ingest import start_ingest
     from cli.security import build_security
-    from cli.serve import local_address, stop_on_signals
+    from cli.serve import local_address, open_configured_stores, stop_on_signals
     from mcpd.runtime.clock import SystemClock
     from mcpd.runtime.server import GrpcServer
-    from mcpd.storage import open_stores
     from services.ingest.trace_sessions import sessions_of
 
     stop = stop_on_signals()
@@ -203,16 +202,8 @@ async def serve_worker(settings: Settings, supervisor_fd: int) -> int:
         start = await link.first(stop)
         if start is None:
             return 0
-        storage = settings.storage
         # The parent migrated before it started us; opening without migrating changes nothing.
-        stores = await asyncio.to_thread(
-            open_stores,
-            storage.backend,
-            data_dir=settings.data_dir,
-            postgres_url=storage.postgres_url,
-            clickhouse_url=storage.clickhouse_url,
-            migrate=False,
-        )
+        stores = await open_configured_stores(settings, migrate=False)
         stack.callback(stores.close)
         clock = SystemClock()
         address = f"{start['host']}:0"

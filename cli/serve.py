@@ -302,17 +302,23 @@ async def _open_stores(
 ) -> Stores | None:
     if not role_table.STORAGE_ROLES.intersection(roles):
         return None
+    stores = await open_configured_stores(settings)
+    stack.callback(stores.close)
+    return stores
+
+
+async def open_configured_stores(settings: Settings, *, migrate: bool = True) -> Stores:
+    """The stores `settings.storage` names, opened (and migrated, unless told otherwise) off
+    the event loop: opening blocks on I/O."""
     storage = settings.storage
-    # Opening migrates, which blocks on I/O: keep it off the event loop.
-    stores = await asyncio.to_thread(
+    return await asyncio.to_thread(
         open_stores,
         storage.backend,
         data_dir=settings.data_dir,
         postgres_url=storage.postgres_url,
         clickhouse_url=storage.clickhouse_url,
+        migrate=migrate,
     )
-    stack.callback(stores.close)
-    return stores
 
 
 async def _peer_channels(
