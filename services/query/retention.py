@@ -11,6 +11,11 @@ project sets none; 0 keeps forever), capped by the signal's own `<signal>_days` 
 there is one: the shorter wins, so an operator's cap holds for every project. The audit log is
 never swept (it lives in the control store, and the trace store's retention never reads it).
 
+Each pass also forgets every project's ingest keys older than `ingest_keys_days` (7 by
+default): the replay window of `IngestBatch.ingest_key`, beyond which a batch sent again is
+written again. A producer retries within seconds or hours; remembering keys for ever would grow
+the key table by a row per batch without end.
+
 A failed sweep of one project is logged and the others still run; a failed sweep as a whole is
 logged and retried at the next interval: the loop only ends when told to stop.
 """
@@ -31,6 +36,8 @@ from mcpd.signals.queries import STAT_SIGNALS
 log = logging.getLogger(__name__)
 
 DAY_NS = 86_400 * 1_000_000_000
+# What `sweep_once` reports the forgotten ingest keys under, beside the signals.
+INGEST_KEYS = "ingest_keys"
 
 
 class CanApplyRetention(Protocol):
@@ -38,6 +45,10 @@ class CanApplyRetention(Protocol):
 
     def apply_retention(self, project: str, cutoffs: Mapping[str, int]) -> dict[str, int]:
         """Delete the project's records received before their signal's cutoff (ns)."""
+        ...
+
+    def expire_ingest_keys(self, project: str, before: int) -> int:
+        """Forget the project's ingest keys recorded before `before` (ns)."""
         ...
 
 
@@ -98,20 +109,29 @@ class RetentionSweeper:
         """One pass over every project: rows removed per project and signal (projects with
         nothing to sweep, or whose sweep failed, are left out). Blocking."""
         now_ns = epoch_nanos(self._clock.now())
+        keys_before = (
+            now_ns - self._settings.ingest_keys_days * DAY_NS
+            if self._settings.ingest_keys_days
+            else None
+        )
         removed: dict[str, dict[str, int]] = {}
         for project in self._control.list_projects():
             cutoffs = self.cutoffs(project, now_ns)
-            if not cutoffs:
+            if not cutoffs and keys_before is None:
                 continue
             try:
-                removed[project.project_id] = self._traces.apply_retention(
-                    project.project_id, cutoffs
-                )
+                counts = self._traces.apply_retention(project.project_id, cutoffs)
+                if keys_before is not None:
+                    counts[INGEST_KEYS] = self._traces.expire_ingest_keys(
+                        project.project_id, keys_before
+                    )
             except Exception:
                 log.exception(
                     "retention sweep of a project failed; retried at the next sweep",
                     extra={"project": project.project_id},
                 )
+                continue
+            removed[project.project_id] = counts
         return removed
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -166,10 +166,14 @@ class RetentionSettings:
     `spans_days`, `logs_days`, `metrics_days`, `scores_days` and `feedback_days`, when set, cap one
     signal's window in every project (the shorter of the cap and the project's window wins; `spans`
     also covers traces, held spans and aspect notes). `interval_s` is the time between sweeps.
+    `ingest_keys_days` is how long a batch's `ingest_key` is remembered: a batch sent again later
+    is written again (0 remembers every key forever, and the table of keys grows with every
+    batch).
     """
 
     default_days: int = 0
     interval_s: float = 3600.0
+    ingest_keys_days: int = 7
     spans_days: int | None = None
     logs_days: int | None = None
     metrics_days: int | None = None
@@ -439,8 +443,9 @@ _RETENTION_CAPS = ("spans_days", "logs_days", "metrics_days", "scores_days", "fe
 def _validate_retention(
     retention: RetentionSettings, fail: Callable[[str, str], InvalidArgument]
 ) -> None:
-    if retention.default_days < 0:
-        raise fail("retention.default_days", "must be a number of days, 0 (keep forever) or more")
+    for key in ("default_days", "ingest_keys_days"):
+        if getattr(retention, key) < 0:
+            raise fail(f"retention.{key}", "must be a number of days, 0 (keep forever) or more")
     for key in _RETENTION_CAPS:
         days = getattr(retention, key)
         if days is not None and days < 1:

@@ -199,6 +199,12 @@ class TraceStore(Protocol):
         Returns rows removed (or matched, where deletes are deferred) per signal."""
         ...
 
+    def expire_ingest_keys(self, project: str, before: int) -> int:
+        """Forget the project's ingest keys recorded before `before` (ns): a batch sent again
+        with such a key is written again. Returns the keys removed (or matched, where deletes
+        are deferred)."""
+        ...
+
     def close(self) -> None:
         """Release connections. Idempotent; the store is unusable afterwards."""
         ...

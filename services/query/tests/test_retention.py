@@ -47,17 +47,20 @@ class World:
         json_format.ParseDict({"project_id": project_id, **fields}, configured)
         self.control.configure_project(configured)
 
-    def aged(self, project: str, name: str, days: float) -> None:
+    def batch(self, project: str, name: str, days: float, key: str | None = None) -> SignalBatch:
         """A trace of one span, and a log line, both received `days` ago."""
         received = self.now_ns - int(days * DAY_NS)
-        batch = SignalBatch(
+        return SignalBatch(
             key_project=project,
-            ingest_key=None,
+            ingest_key=key,
             received_at=received,
             spans=[span(name, project=project, trace_id=f"t-{name}", received_at=received)],
             logs=[log(name, project=project, trace_id=f"t-{name}", received_at=received)],
         )
-        assert self.traces.write_batches([batch]) == [True]
+
+    def aged(self, project: str, name: str, days: float, key: str | None = None) -> None:
+        """`batch`, written."""
+        assert self.traces.write_batches([self.batch(project, name, days, key)]) == [True]
 
     def ids(self, table: Any, column: str, project: str) -> set[str]:
         with self.traces.engine.connect() as conn:
@@ -157,9 +160,9 @@ def test_sweep_removes_what_aged_out_per_project_and_leaves_audit(world: World) 
 
     # `spans` counts what its window covers: the old trace's row and its span.
     assert removed == {
-        "short": {**NOTHING, "spans": 2, "logs": 2},
-        "default": {**NOTHING, "spans": 2, "logs": 2},
-        "forever": {"logs": 2},
+        "short": {**NOTHING, "spans": 2, "logs": 2, "ingest_keys": 0},
+        "default": {**NOTHING, "spans": 2, "logs": 2, "ingest_keys": 0},
+        "forever": {"logs": 2, "ingest_keys": 0},
     }
     assert world.ids(schema.spans, "span_id", "short") == {"short-young"}
     assert world.ids(schema.traces, "trace_id", "short") == {"t-short-young"}
@@ -174,9 +177,9 @@ def test_sweep_removes_what_aged_out_per_project_and_leaves_audit(world: World) 
     listed = world.control.list_audit("short", cursor=None, limit=10).events
     assert [event.audit_id for event in listed] == [audit.audit_id]
     assert sweeper.sweep_once() == {
-        "short": NOTHING,
-        "default": NOTHING,
-        "forever": {"logs": 0},
+        "short": {**NOTHING, "ingest_keys": 0},
+        "default": {**NOTHING, "ingest_keys": 0},
+        "forever": {"logs": 0, "ingest_keys": 0},
     }
 
 
@@ -184,11 +187,32 @@ def test_nothing_is_swept_when_every_window_is_forever(world: World) -> None:
     world.project("p")
     world.aged("p", "ancient", 10_000)
     sweeper = RetentionSweeper(
-        world.traces, world.control, RetentionSettings(default_days=0), world.clock
+        world.traces,
+        world.control,
+        RetentionSettings(default_days=0, ingest_keys_days=0),
+        world.clock,
     )
 
     assert sweeper.sweep_once() == {}
     assert world.ids(schema.spans, "span_id", "p") == {"ancient"}
+
+
+def test_ingest_keys_are_forgotten_after_their_window_and_a_late_replay_is_written(
+    world: World,
+) -> None:
+    world.project("p")
+    world.aged("p", "eight-days", 8, key="k-old")
+    world.aged("p", "six-days", 6, key="k-young")
+    sweeper = RetentionSweeper(
+        world.traces, world.control, RetentionSettings(ingest_keys_days=7), world.clock
+    )
+
+    # Signals are kept for ever here; only the key older than a week goes.
+    assert sweeper.sweep_once() == {"p": {"ingest_keys": 1}}
+    assert world.ids(schema.ingest_keys, "ingest_key", "p") == {"k-young"}
+    # A replay of the forgotten key is written again; the remembered one is a duplicate.
+    assert world.traces.write_batches([world.batch("p", "late", 0, key="k-old")]) == [True]
+    assert world.traces.write_batches([world.batch("p", "again", 0, key="k-young")]) == [False]
 
 
 async def test_run_sweeps_on_start_and_every_interval_and_survives_failures(

@@ -782,3 +782,24 @@ def test_retention_cutoffs_are_per_signal(opened: OpenedStore) -> None:
     # The cutoff itself is kept: only strictly before it goes.
     assert removed(store.apply_retention(P, {"metrics": OLD})) == {}
     assert removed(store.apply_retention(P, {"metrics": OLD + 1})) == {"metrics": 1}
+
+
+def test_ingest_keys_recorded_before_the_cutoff_are_forgotten(opened: OpenedStore) -> None:
+    store = opened.store
+
+    def keyed(key: str, received_at: int, project: str = P) -> SignalBatch:
+        rows = [sp(f"{key}-root", f"tr-{key}", 0, 100, project=project, received_at=received_at)]
+        return SignalBatch(key_project=project, ingest_key=key, received_at=received_at, spans=rows)
+
+    assert store.write_batches([keyed("k-old", OLD), keyed("k-new", NEW)]) == [True, True]
+    assert store.write_batches([keyed("k-old", OLD, Q)]) == [True]
+
+    assert store.expire_ingest_keys(P, CUTOFF) == 1
+    settle(opened)
+    # The forgotten key's batch is written again; the remembered one is still a replay; another
+    # project's key with the same name is its own.
+    assert store.write_batches([keyed("k-old", NEW)]) == [True]
+    assert store.write_batches([keyed("k-new", NEW)]) == [False]
+    assert store.write_batches([keyed("k-old", NEW, Q)]) == [False]
+    # The cutoff itself is kept: only strictly before it goes.
+    assert store.expire_ingest_keys(P, NEW) == 0

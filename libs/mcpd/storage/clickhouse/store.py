@@ -170,6 +170,10 @@ class ClickHouseTraceStore:
         """Drop or delete the project's records older than their signal's cutoff."""
         return erasure.apply_retention(self._executor, project, cutoffs)
 
+    def expire_ingest_keys(self, project: str, before: int) -> int:
+        """Forget the project's ingest keys recorded before `before` (ns)."""
+        return erasure.expire_ingest_keys(self._executor, project, before)
+
     def close(self) -> None:
         """Close the executor. Idempotent."""
         self._executor.close()

@@ -198,6 +198,11 @@ class SqlTraceStore(SqlStore):
         for its whole length."""
         return erasure.apply_retention(self._engine, self._dialect, project, cutoffs)
 
+    def expire_ingest_keys(self, project: str, before: int) -> int:
+        """Forget the project's ingest keys recorded before `before` (ns), a bounded batch per
+        transaction; keys removed."""
+        return erasure.expire_ingest_keys(self._engine, project, before)
+
 
 class SqlRunStore(SqlStore):
     """The run store on SQLite or PostgreSQL."""

@@ -164,6 +164,24 @@ def apply_retention(
     return removed
 
 
+def expire_ingest_keys(executor: ClickHouseExecutor, project: str, before: int) -> int:
+    """`TraceStore.expire_ingest_keys`: a lightweight DELETE of the project's keys recorded
+    before `before` (ns), then the mask applied. Returns the keys matched."""
+    params: dict[str, object] = {"project": project, "cutoff": before}
+    rows = executor.query(
+        f"SELECT count() FROM ingest_keys FINAL WHERE {_PROJECT} AND {_EXPIRED} "
+        "SETTINGS optimize_move_to_prewhere_if_final = 0",
+        params,
+    )
+    matched = int(rows[0][0])
+    if matched:
+        eraser = _Eraser(executor, project)
+        with _WRITE_LOCK:
+            eraser.delete("ingest_keys", _EXPIRED, params)
+        eraser.purge()
+    return matched
+
+
 # --- declarative retention ---------------------------------------------------------------------
 
 
@@ -347,7 +365,7 @@ class _Eraser:
             )
             count = int(rows[0][0])
             if count:
-                self._delete(table, _IN_TRACES, params)
+                self.delete(table, _IN_TRACES, params)
             matched += count
         return matched
 
@@ -406,7 +424,7 @@ class _Eraser:
         whole = _whole_parts(self.executor, table, expired)
         dropped = sum(expired[part] for part in whole if self._drop_part(table, part))
         if dropped < sum(expired.values()):
-            self._delete(table, _EXPIRED, params)
+            self.delete(table, _EXPIRED, params)
         return int(rows[0][0])
 
     def purge(self) -> None:
@@ -419,9 +437,9 @@ class _Eraser:
     def _delete_ids(self, table: str, column: str, ids: Sequence[str]) -> None:
         for chunk in chunks(ids):
             condition = f"{column} IN {{ids:Array(String)}}"
-            self._delete(table, condition, {"project": self.project, "ids": chunk})
+            self.delete(table, condition, {"project": self.project, "ids": chunk})
 
-    def _delete(self, table: str, condition: str, params: Mapping[str, object]) -> None:
+    def delete(self, table: str, condition: str, params: Mapping[str, object]) -> None:
         """A lightweight DELETE of the project's rows of `table` matching `condition`."""
         self.executor.command(f"DELETE FROM {table} WHERE {_PROJECT} AND {condition}", params)
         if table not in self.touched:

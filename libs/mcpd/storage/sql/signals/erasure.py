@@ -77,6 +77,7 @@ from mcpd.storage.sql.schema.trace import (
     aspect_notes,
     feedback,
     held_spans,
+    ingest_keys,
     logs,
     metrics,
     scores,
@@ -314,6 +315,27 @@ def apply_retention(
                 counts, more = step(conn)
             removed.update(counts)
     return {signal: sum(removed[name] for name in _COUNTED[signal]) for signal in cutoffs}
+
+
+def expire_ingest_keys(engine: Engine, project: str, before: int) -> int:
+    """`TraceStore.expire_ingest_keys`, at most RETENTION_ROWS keys per transaction, oldest
+    first (the (project, received_at) index finds them); keys removed."""
+    oldest = (
+        select(ingest_keys.c.project, ingest_keys.c.ingest_key)
+        .where(ingest_keys.c.project == project, ingest_keys.c.received_at < before)
+        .order_by(ingest_keys.c.received_at)
+        .limit(RETENTION_ROWS)
+    )
+    statement = delete(ingest_keys).where(
+        tuple_(ingest_keys.c.project, ingest_keys.c.ingest_key).in_(oldest)
+    )
+    removed = 0
+    while True:
+        with engine.begin() as conn:
+            count = conn.execute(statement).rowcount
+        removed += count
+        if count < RETENTION_ROWS:
+            return removed
 
 
 def _retention_steps(dialect: SqlDialect, project: str, cutoffs: Mapping[str, int]) -> list[Step]:
