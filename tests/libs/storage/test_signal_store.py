@@ -309,6 +309,7 @@ def test_a_replayed_key_writes_nothing(signal_store: SignalStores) -> None:
     found = records(store)
     assert [s["span_id"] for s in found.spans] == ["s1"]
     assert found.logs == []
+    assert found.trace["span_count"] == 1
     # The key is scoped to the sending project: another project may use it.
     assert store.write_batches([batch(key="k1", project="q", spans=[span("s1", project="q")])]) == [
         True

@@ -3,9 +3,11 @@
 `write_batches`, in order:
 
 0. **Binding** (`bind_batches`, before the transaction: it needs no database): every row's
-   upsert parameters are built (JSON texts, a span's rendered head, the search text), so the
-   transaction, which on SQLite holds the one write lock of the file, runs only what needs the
-   database. `SqlTraceStore.write_batches` binds, then begins.
+   upsert parameters are built (JSON texts, a span's rendered head, the search text), the rows
+   are gathered as in step 2 as though every batch is written, and the touched traces are
+   projected from those rows alone (`reproject.project_alone`), so the transaction, which on
+   SQLite holds the one write lock of the file, runs only what needs the database.
+   `SqlTraceStore.write_batches` binds, then begins.
 1. **Ingest keys.** The call's keys are deduplicated (a key repeated in the call belongs to its
    first batch) and recorded with one `INSERT ... ON CONFLICT DO NOTHING RETURNING`; a batch is
    written when its key came back (or it has none). A concurrent writer of the same key waits
@@ -18,7 +20,9 @@
 3. **Locks** (PostgreSQL): an advisory lock per touched trace, in key order
    (`statements.lock_traces`), so concurrent writers of one trace cannot lose each other's
    projection update.
-4. **Projection** of every touched trace (`reproject`), read before the rows are written.
+4. **Projection** of every touched trace (`reproject`), read before the rows are written; a
+   trace nothing is stored of takes its projection from step 0 when every batch is written
+   (a replayed batch changes the rows, so then every trace is projected here).
 5. **Writes**: one bulk upsert per table (`statements.BulkUpsert`), then the projection rows,
    then the facet values (`last_seen` is the batch's arrival, and only ever moves forward).
    Spans, logs and projection rows carry the transaction's arrival sequence
@@ -52,7 +56,7 @@ from mcpd.storage.sql.schema.trace import (
     spans,
     traces,
 )
-from mcpd.storage.sql.signals.reproject import TraceKey, chunks, reproject
+from mcpd.storage.sql.signals.reproject import TraceKey, chunks, project_alone, reproject
 from mcpd.storage.sql.signals.statements import (
     Bound,
     bulk_upsert,
@@ -87,9 +91,21 @@ class BoundBatch:
     facets: tuple[FacetValue, ...]
 
 
-def bind_batches(dialect: SqlDialect, batches: Sequence[SignalBatch]) -> list[BoundBatch]:
-    """Bind every row of `batches` (see `BoundBatch`); needs no connection."""
-    return [_bind(dialect, batch) for batch in batches]
+@dataclass(frozen=True, slots=True)
+class BoundGroup:
+    """The batches of one write, bound (`bind_batches`), with their rows gathered and their
+    traces projected as though every batch is written."""
+
+    batches: list[BoundBatch]
+    gathered: _Gathered
+    alone: dict[TraceKey, TraceRow]
+
+
+def bind_batches(dialect: SqlDialect, batches: Sequence[SignalBatch]) -> BoundGroup:
+    """Bind every row of `batches` (see `BoundGroup`); needs no connection."""
+    bound = [_bind(dialect, batch) for batch in batches]
+    gathered = _gather(bound)
+    return BoundGroup(bound, gathered, gathered.project_alone())
 
 
 def _bind(dialect: SqlDialect, batch: SignalBatch) -> BoundBatch:
@@ -147,6 +163,19 @@ class _Gathered:
             )
         return found
 
+    def project_alone(self) -> dict[TraceKey, TraceRow]:
+        """The touched traces' projections from these rows alone (`reproject.project_alone`)."""
+        return project_alone(
+            self.touched(), self.rows(spans), self.rows(scores), self.rows(feedback)
+        )
+
+
+def _gather(bound: Iterable[BoundBatch]) -> _Gathered:
+    gathered = _Gathered()
+    for item in bound:
+        gathered.add(item)
+    return gathered
+
 
 def _stamped(rows: Iterable[Mapping[str, Any]], received_at: int) -> Iterator[Row]:
     """The rows, each with an arrival time: a row without one (a copy) takes its batch's."""
@@ -170,13 +199,14 @@ def write_batches(
     return write_bound(conn, dialect, bind_batches(dialect, batches))
 
 
-def write_bound(conn: Connection, dialect: SqlDialect, bound: Sequence[BoundBatch]) -> list[bool]:
+def write_bound(conn: Connection, dialect: SqlDialect, group: BoundGroup) -> list[bool]:
     """`write_batches` of batches already bound (`bind_batches`), in the caller's transaction."""
-    written = claim_keys(conn, dialect, [item.batch for item in bound])
-    gathered = _Gathered()
-    for item, ok in zip(bound, written, strict=True):
-        if ok:
-            gathered.add(item)
+    written = claim_keys(conn, dialect, [item.batch for item in group.batches])
+    if all(written):
+        gathered, alone = group.gathered, group.alone
+    else:
+        gathered = _gather(item for item, ok in zip(group.batches, written, strict=True) if ok)
+        alone = {}
     touched = gathered.touched()
     held_traces = {(key[0], key[1]) for key in gathered.tables["held_spans"]}
     lock_traces(conn, dialect, sorted(touched | held_traces))
@@ -186,6 +216,7 @@ def write_bound(conn: Connection, dialect: SqlDialect, bound: Sequence[BoundBatc
         gathered.rows(spans),
         gathered.rows(scores),
         gathered.rows(feedback),
+        alone=alone,
     )
     arrival = next_arrival(conn, dialect) if any(written) else 0
     for table, _, _ in _WRITTEN:
