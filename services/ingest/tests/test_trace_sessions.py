@@ -504,6 +504,40 @@ def test_a_failed_rebuild_is_retried_on_the_next_pass(stores: Stores) -> None:
     assert stores.sessions.session_of_key("p", "support-bot", SESSION) is not None
 
 
+def test_a_long_pass_delays_the_next_one_to_keep_within_its_share(stores: Stores) -> None:
+    clock = ManualClock()
+
+    class SlowSessions:
+        """The session store, with every write taking `seconds` of the manual clock."""
+
+        seconds = 2.0
+
+        def write_session(self, project: str, assembled: Any) -> None:
+            clock.advance(self.seconds)
+            stores.sessions.write_session(project, assembled)
+
+        def session_of_key(self, project: str, source: str, session_key: str) -> Any:
+            return stores.sessions.session_of_key(project, source, session_key)
+
+    slow = SlowSessions()
+    trace_sessions = TraceSessions(
+        stores.trace, slow, clock, interval_s=1.0, min_gap_s=0.0, max_share=0.2
+    )
+    assert trace_sessions.next_wait() == 1.0
+
+    trace_sessions.notice(_store(stores, support_trace("t1")))
+    assert trace_sessions.flush() == 1
+    # A 2 s pass may be a fifth of the time: 8 s more before the next one.
+    assert trace_sessions.next_wait() == pytest.approx(8.0)
+
+    slow.seconds = 0.1
+    trace_sessions.notice(_store(stores, support_trace("t2", at_ms=1000, input="Refund A2")))
+    assert trace_sessions.flush() == 1
+    assert trace_sessions.next_wait() == 1.0
+    with pytest.raises(ValueError, match="max_share"):
+        TraceSessions(stores.trace, slow, clock, max_share=0.0)
+
+
 def test_past_max_spans_the_newest_spans_make_the_session(stores: Stores) -> None:
     _store(stores, [*support_trace("t1"), *support_trace("t2", at_ms=1000, input="Refund A2")])
     _sessions(stores, ManualClock(), max_spans=5).rebuild("p", SESSION)
