@@ -51,6 +51,8 @@ CLICKHOUSE_SETTING = "storage.clickhouse_url"
 TRACE_DB = "trace.db"
 RUN_DB = "run.db"
 CONTROL_DB = "control.db"
+# Each trace-store connection's SQLite page cache (`engine` documents why it is not the default).
+TRACE_CACHE_MIB = 32
 # The embedded session search index, under the data directory.
 SESSION_INDEX_DIR = Path("search") / "events"
 
@@ -153,7 +155,9 @@ def open_stores(
             sessions = ClickHouseSessionStore(executor)
         else:
             trace_pg = pg_url if backend == "postgres" else None
-            sql_trace = SqlTraceStore(_engine(trace_pg, data_dir / TRACE_DB, Synchronous.NORMAL))
+            sql_trace = SqlTraceStore(
+                _engine(trace_pg, data_dir / TRACE_DB, Synchronous.NORMAL, TRACE_CACHE_MIB)
+            )
             trace = sql_trace
             opened.callback(trace.close)
             index_dir = data_dir / SESSION_INDEX_DIR if backend == "sqlite" else None
@@ -186,11 +190,13 @@ def _parse_postgres_url(url: str) -> URL:
         raise InvalidArgument(f"bad PostgreSQL URL: {error}", field=POSTGRES_SETTING) from error
 
 
-def _engine(pg_url: URL | None, sqlite_path: Path, synchronous: Synchronous) -> Engine:
+def _engine(
+    pg_url: URL | None, sqlite_path: Path, synchronous: Synchronous, cache_mib: int | None = None
+) -> Engine:
     if pg_url is not None:
         return create_postgres_engine(pg_url)
     sqlite_path.parent.mkdir(parents=True, exist_ok=True)
-    return create_sqlite_engine(sqlite_path, synchronous=synchronous)
+    return create_sqlite_engine(sqlite_path, synchronous=synchronous, cache_mib=cache_mib)
 
 
 def _trace_setting(backend: str) -> str | None:

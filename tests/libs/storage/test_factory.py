@@ -18,6 +18,7 @@ from mcpd.storage import (
     TraceStore,
     open_stores,
 )
+from mcpd.storage.factory import TRACE_CACHE_MIB
 
 
 def test_sqlite_puts_each_store_in_its_own_file(tmp_path: Path) -> None:
@@ -34,6 +35,10 @@ def test_sqlite_puts_each_store_in_its_own_file(tmp_path: Path) -> None:
         assert "spans" in inspect(s.trace.engine).get_table_names()
         assert "runs" in inspect(s.run.engine).get_table_names()
         s.control.ensure_project("default", "Default")
+        # The trace store's connections get the larger page cache; the others SQLite's default.
+        for store, kib in ((s.trace, -TRACE_CACHE_MIB * 1024), (s.run, -2000), (s.control, -2000)):
+            with store.engine.connect() as conn:
+                assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == kib
     assert sorted(p.name for p in data_dir.glob("*.db")) == ["control.db", "run.db", "trace.db"]
 
     # Reopening finds everything migrated and the data in place.

@@ -36,6 +36,19 @@ def test_sqlite_pragmas(tmp_path: Path, synchronous: str, pragma_value: int) -> 
         engine.dispose()
 
 
+def test_sqlite_page_cache_is_sqlites_default_unless_chosen(tmp_path: Path) -> None:
+    default = create_sqlite_engine(tmp_path / "x.db", synchronous=Synchronous.NORMAL)
+    chosen = create_sqlite_engine(tmp_path / "x.db", synchronous=Synchronous.NORMAL, cache_mib=8)
+    try:
+        with read_connection(default) as conn:
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -2000
+        with read_connection(chosen) as conn:
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -8 * 1024
+    finally:
+        default.dispose()
+        chosen.dispose()
+
+
 def test_sqlite_write_transaction_takes_the_write_lock_at_begin(tmp_path: Path) -> None:
     path = tmp_path / "x.db"
     engine = create_sqlite_engine(path, synchronous=Synchronous.NORMAL)

@@ -10,6 +10,11 @@ SQLite settings, and why:
   or an OS crash; FULL syncs the WAL on every commit, which also survives power loss. The
   trace store (high-volume, batched telemetry) uses NORMAL; the run and control stores (an
   acknowledged step completion or API key must never vanish) use FULL.
+* `cache_size`: chosen per store (`cache_mib`). SQLite's default page cache is 2 MiB per
+  connection; the trace store's writes touch nine B-trees of `spans` (its table, primary key and
+  list indexes), whose pages then come back from the OS with a system call each. Measured with
+  1 KB spans, 2,048 per transaction: the span upsert took 43-51 us per span with 2 MiB and
+  31-42 with 16 to 64 MiB. The cache fills as pages are used, up to the limit, per connection.
 * `foreign_keys=ON`: SQLite ignores foreign keys unless told otherwise, per connection.
 * `busy_timeout`: a writer waits for the lock instead of failing at once with SQLITE_BUSY.
 * `BEGIN IMMEDIATE` for every transaction except those opened with `read_connection`: taking
@@ -52,8 +57,11 @@ class Synchronous(enum.StrEnum):
     FULL = "FULL"
 
 
-def create_sqlite_engine(path: Path, *, synchronous: Synchronous) -> Engine:
-    """An engine on the SQLite file at `path` (created if missing), configured as documented."""
+def create_sqlite_engine(
+    path: Path, *, synchronous: Synchronous, cache_mib: int | None = None
+) -> Engine:
+    """An engine on the SQLite file at `path` (created if missing), configured as documented;
+    `cache_mib` is each connection's page cache (None: SQLite's default)."""
     engine = create_engine(
         URL.create("sqlite", database=str(path)),
         # The pool hands a connection to one thread at a time; stores are called from worker
@@ -71,6 +79,9 @@ def create_sqlite_engine(path: Path, *, synchronous: Synchronous) -> Engine:
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA synchronous={synchronous.value}")
+            if cache_mib is not None:
+                # A negative size is in KiB.
+                cursor.execute(f"PRAGMA cache_size={-1024 * int(cache_mib)}")
             cursor.execute("PRAGMA foreign_keys=ON")
             cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             # Freed pages are zeroed, so an erased subject's bytes leave the file (the default
