@@ -3,12 +3,12 @@
 One Python process ingests on one core at most (the interpreter lock), and ingest is CPU work
 per record: mapping, validation, redaction, pricing, rendering rows. So `mcpd serve` runs
 `ingest.workers` children (`cli.children`), each `mcpd serve --service ingest` with its own
-pipeline and group-commit writer on the same storage, and its gateway sends every ingest
-request it relays (native REST, OTLP/HTTP) to them in turn (one channel with grpc's
-`round_robin` policy, `mcpd.runtime.channels.open_replicas_channel`). The parent
-keeps its own ingest role for gRPC clients (the main port and OTLP/gRPC) and everything that
-must happen once: the sessions of ingested traces (the session search index has one writer),
-the tail-sampling sweep, transcript tailing and retention.
+pipeline and group-commit writer on the same storage, and its gateway sends every ingest request
+it relays (native REST, OTLP/HTTP) to them in turn (one channel with grpc's `round_robin`
+policy, `mcpd.runtime.channels.open_replicas_channel`), as the parent's OTLP/gRPC port does
+(`cli.otlp_relay`). The parent keeps its own ingest role for clients of its main gRPC port and
+everything that must happen once: the sessions of ingested traces (the session search index has
+one writer), the tail-sampling sweep, transcript tailing and retention.
 
 Storage is shared the way replicas share it: on SQLite every process writes the one file, each
 group commit in a `BEGIN IMMEDIATE` transaction, which serialises writers (rows are bound

@@ -22,6 +22,7 @@ from cli.gateway_process import GatewayChild, StartGate, upstream
 from cli.http_server import HttpServer
 from cli.ingest import IngestRole, start_ingest
 from cli.ingest_workers import IngestWorkers
+from cli.otlp_relay import relay_registrations
 from cli.security import build_security
 from cli.security import describe as describe_security
 from gateway.app import create_app
@@ -93,20 +94,27 @@ async def serve(
                 )
             )
             grpc_address = local_address(settings.grpc_addr, server.port)
+            if workers is not None:
+                assert ingest is not None, "ingest workers serve beside the ingest role"
+                banner.append(await _start_workers(stack, workers, ingest, grpc_address, listening))
             if ingest is not None:
-                # OTLP/gRPC on its standard port, behind the same authentication.
+                # OTLP/gRPC on its standard port, behind the same authentication; relayed to
+                # the workers when there are any (after they serve, so it never refuses).
+                if workers is not None:
+                    relay = open_replicas_channel(workers.addresses, settings.grpc)
+                    stack.push_async_callback(relay.close)
+                    otlp_services = relay_registrations(relay)
+                else:
+                    otlp_services = ingest.otlp_registrations()
                 otlp = await stack.enter_async_context(
                     GrpcServer(
                         settings.otlp_grpc_addr,
-                        ingest.otlp_registrations(),
+                        otlp_services,
                         settings.grpc,
                         interceptors=[security.interceptor],
                     )
                 )
                 banner.append(f"  otlp/grpc  {local_address(settings.otlp_grpc_addr, otlp.port)}")
-            if workers is not None:
-                assert ingest is not None, "ingest workers serve beside the ingest role"
-                banner.append(await _start_workers(stack, workers, ingest, grpc_address, listening))
             if "ingest" in roles:
                 # After the gRPC server, so on shutdown tailing stops before it drains.
                 banner.append(await _tail_transcripts(stack, settings, stores, clock, ingest))
