@@ -16,25 +16,21 @@ import functools
 import grpc
 import grpc.aio
 
-from gateway.otlp import SERVICES
+from gateway.otlp import SIGNALS, Signal
 from gateway.rest.transcoder import FORWARDED_HEADERS
 from mcpd.runtime.server import ServiceRegistration
-
-EXPORT = "Export"
 
 
 def relay_registrations(channel: grpc.aio.Channel) -> list[ServiceRegistration]:
     """The OTLP collector services, each `Export` relayed over `channel`."""
     return [
-        ServiceRegistration(service, functools.partial(_add_relay, service, channel))
-        for service in SERVICES
+        ServiceRegistration(signal.service, functools.partial(_add_relay, signal, channel))
+        for signal in SIGNALS
     ]
 
 
-def _add_relay(service: str, channel: grpc.aio.Channel, server: grpc.aio.Server) -> None:
-    call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
-        f"/{service}/{EXPORT}"
-    )
+def _add_relay(signal: Signal, channel: grpc.aio.Channel, server: grpc.aio.Server) -> None:
+    call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(signal.grpc_path)
 
     async def export(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
         metadata = tuple(
@@ -50,6 +46,7 @@ def _add_relay(service: str, channel: grpc.aio.Channel, server: grpc.aio.Server)
 
     # No serializers: bytes in, bytes out.
     handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(export)
+    method = signal.grpc_path.rsplit("/", 1)[1]
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(service, {EXPORT: handler}),)
+        (grpc.method_handlers_generic_handler(signal.service, {method: handler}),)
     )

@@ -120,7 +120,9 @@ class RetentionSweeper:
             if not cutoffs and keys_before is None:
                 continue
             try:
-                counts = self._traces.apply_retention(project.project_id, cutoffs)
+                counts = (
+                    self._traces.apply_retention(project.project_id, cutoffs) if cutoffs else {}
+                )
                 if keys_before is not None:
                     counts[INGEST_KEYS] = self._traces.expire_ingest_keys(
                         project.project_id, keys_before

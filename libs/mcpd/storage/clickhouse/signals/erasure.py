@@ -50,7 +50,11 @@ from mcpd.storage.clickhouse.signals.columns import ROW_ID
 TRACE_TABLES: tuple[str, ...] = ("spans", "held_spans", "traces")
 # Tables whose rows name a trace and carry a correlation of their own: matched by either.
 CORRELATED_TABLES: tuple[str, ...] = ("logs", "metrics", "scores", "feedback", "aspect_notes")
-_IDENTITY: dict[str, tuple[str, ...]] = {**ROW_ID, "traces": ("trace_id",)}
+_IDENTITY: dict[str, tuple[str, ...]] = {
+    **ROW_ID,
+    "traces": ("trace_id",),
+    "ingest_keys": ("ingest_key",),
+}
 
 # The session read model's tables; sessions built from traces (harness TRACE_HARNESS) are keyed
 # by the traces' session id.
@@ -165,20 +169,13 @@ def apply_retention(
 
 
 def expire_ingest_keys(executor: ClickHouseExecutor, project: str, before: int) -> int:
-    """`TraceStore.expire_ingest_keys`: a lightweight DELETE of the project's keys recorded
-    before `before` (ns), then the mask applied. Returns the keys matched."""
-    params: dict[str, object] = {"project": project, "cutoff": before}
-    rows = executor.query(
-        f"SELECT count() FROM ingest_keys FINAL WHERE {_PROJECT} AND {_EXPIRED} "
-        "SETTINGS optimize_move_to_prewhere_if_final = 0",
-        params,
-    )
-    matched = int(rows[0][0])
-    if matched:
-        eraser = _Eraser(executor, project)
-        with _WRITE_LOCK:
-            eraser.delete("ingest_keys", _EXPIRED, params)
-        eraser.purge()
+    """`TraceStore.expire_ingest_keys`: the project's keys recorded before `before` (ns) go as
+    expired rows of any signal do (`_Eraser.expire`), then the mask is applied. Returns the keys
+    matched."""
+    eraser = _Eraser(executor, project)
+    with _WRITE_LOCK:
+        matched = eraser.expire("ingest_keys", before)
+    eraser.purge()
     return matched
 
 
