@@ -40,7 +40,10 @@ Handler = Callable[[SignalBatch, ProjectPolicy, Any], None]
 
 
 @dataclass(slots=True)
-class _Prepared:
+class Prepared:
+    """What `IngestPipeline.prepare` made of a batch: the rows to write, the refusals, how many
+    records were valid and the projects they go to."""
+
     batch: SignalBatch
     errors: list[telemetry_pb2.IngestError]
     valid: int = 0
@@ -71,7 +74,7 @@ class IngestPipeline:
     async def ingest(self, incoming: IncomingBatch) -> telemetry_pb2.IngestResult:
         """Validate, prepare and durably store `incoming`; say what became of every record."""
         principal = current_principal()
-        prepared = await asyncio.to_thread(self._prepare, incoming, principal)
+        prepared = await asyncio.to_thread(self.prepare, incoming, principal)
         result = telemetry_pb2.IngestResult(
             rejected=len(prepared.errors), errors=sorted(prepared.errors, key=_error_order)
         )
@@ -87,10 +90,12 @@ class IngestPipeline:
             result.duplicate = prepared.valid
         return result
 
-    def _prepare(self, incoming: IncomingBatch, principal: Principal) -> _Prepared:
+    def prepare(self, incoming: IncomingBatch, principal: Principal) -> Prepared:
+        """The blocking half of `ingest`: validate, redact, price and sample `incoming` for
+        `principal`; the batch to write and the refusals. Run it in a worker thread."""
         now = _nanos(self._clock)
         batch = SignalBatch(key_project="", ingest_key=incoming.ingest_key, received_at=now)
-        prepared = _Prepared(batch, list(incoming.refused))
+        prepared = Prepared(batch, list(incoming.refused))
         steps: list[tuple[Signal, list[tuple[int, Any]], Handler]] = [
             (enums_pb2.SIGNAL_TYPE_SPAN, incoming.spans, self._span),
             (enums_pb2.SIGNAL_TYPE_LOG, list(incoming.logs), self._log),
@@ -108,7 +113,7 @@ class IngestPipeline:
 
     def _each(
         self,
-        prepared: _Prepared,
+        prepared: Prepared,
         principal: Principal,
         signal: Signal,
         rows: list[tuple[int, Any]],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
@@ -12,7 +13,7 @@ from opentelemetry.proto.trace.v1 import trace_pb2
 
 from bench.__main__ import build_parser as bench_parser
 from bench.config import BenchConfig
-from bench.ingest import profile
+from bench.ingest import profile, stages
 from bench.ingest.load import LoadOutcome, Stream
 from bench.ingest.run import (
     CaseResult,
@@ -199,3 +200,15 @@ def test_profile_summary_charges_library_time_to_mcpd_frames() -> None:
     assert summary.inclusive["cli/main.py:main"] == 9
     assert summary.top("repo_self", 1) == [("mcpd/storage/sql/stores.py:write", 60.0)]
     assert "60.0%" in profile.render(summary, top=3)
+
+
+def test_stage_bench_charges_every_stage_and_stores_every_span(tmp_path: Path) -> None:
+    corpus = build_corpus("1kb", templates=2, warmup_templates=1, spans_per_request=32, seed=5)
+    found = stages.measure(corpus, requests=3, per_transaction=2, data_dir=tmp_path)
+    assert (found.spans, found.stored) == (96, 96)
+    assert list(found.per_span_us) == list(stages.STAGES)
+    assert all(us > 0 for us in found.per_span_us.values())
+    rows = found.rows()
+    assert [row["stage"] for row in rows] == [*stages.STAGES, "total"]
+    assert rows[-1]["us/span"] == pytest.approx(sum(found.per_span_us.values()))
+    assert found.to_dict()["spans_per_cpu_s"] == pytest.approx(1e6 / found.total_us)
