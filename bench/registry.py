@@ -5,9 +5,15 @@ from __future__ import annotations
 from bench import capabilities_roundtrip
 from bench.config import Benchmark
 from bench.ingest import run as ingest
+from bench.ingest import stages as ingest_stages
 from bench.sessions import run as sessions
 
 BENCHMARKS: dict[str, Benchmark] = {
     benchmark.name: benchmark
-    for benchmark in (capabilities_roundtrip.BENCHMARK, sessions.BENCHMARK, ingest.BENCHMARK)
+    for benchmark in (
+        capabilities_roundtrip.BENCHMARK,
+        sessions.BENCHMARK,
+        ingest.BENCHMARK,
+        ingest_stages.BENCHMARK,
+    )
 }

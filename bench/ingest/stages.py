@@ -1,6 +1,7 @@
 """CPU per span of each stage of OTLP ingest, in one process, without servers.
 
-``python -m bench.ingest.stages [--payload 1kb 10kb] [--requests N] [--per-transaction K]``
+``python -m bench ingest_stages`` (part of ``make bench``) or ``python -m bench.ingest.stages
+[--payload 1kb 10kb] [--requests N] [--per-transaction K]``
 
 The end-to-end bench (:mod:`bench.ingest.run`) gives rates that move by about 15 % between runs
 on a shared machine, and folds every cost into one figure. This one feeds the bench's OTLP
@@ -33,12 +34,13 @@ import secrets
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from bench.config import BenchConfig, Benchmark
 from bench.harness import RESULTS_DIR, print_table, write_result
 from bench.ingest.spans import MEASURED_SERVICE, SIZES, Corpus, build_corpus
 from bench.ingest.targets import count_mcpd_spans
@@ -61,6 +63,12 @@ NAME = "ingest_stages"
 STAGES = ("decode", "map", "prepare", "bind", "write")
 PROJECT = "default"
 TARGET_SPANS_PER_S = 20_000
+DEFAULT_REQUESTS = 48
+DEFAULT_PER_TRANSACTION = 4
+DESCRIPTION = (
+    "CPU per span of each stage of OTLP ingest (decode, map, prepare, bind, write) on the "
+    "embedded SQLite store, one process, no servers"
+)
 
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
@@ -183,30 +191,35 @@ def _write(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m bench.ingest.stages",
-        description="CPU per span of each stage of OTLP ingest (decode, map, prepare, bind, "
-        "write) on the embedded SQLite store, one process, no servers",
-    )
+    parser = argparse.ArgumentParser(prog="python -m bench.ingest.stages", description=DESCRIPTION)
     parser.add_argument("--payload", nargs="+", choices=sorted(SIZES), default=["1kb", "10kb"])
-    parser.add_argument("--requests", type=int, default=48, help="requests of 512 spans each")
-    parser.add_argument("--per-transaction", type=int, default=4)
+    parser.add_argument(
+        "--requests", type=int, default=DEFAULT_REQUESTS, help="requests of 512 spans each"
+    )
+    parser.add_argument("--per-transaction", type=int, default=DEFAULT_PER_TRANSACTION)
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--output", default=NAME)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run(
+    payloads: Sequence[str] = ("1kb", "10kb"),
+    *,
+    requests: int = DEFAULT_REQUESTS,
+    per_transaction: int = DEFAULT_PER_TRANSACTION,
+    results_dir: Path = RESULTS_DIR,
+    output: str = NAME,
+) -> dict[str, Any]:
+    """Measure every payload, print a table each and write the result; return its document."""
     cores = len(os.sched_getaffinity(0))
     budget = cores * 1e6 / TARGET_SPANS_PER_S
     figures: list[StageFigures] = []
-    for payload in args.payload:
+    for payload in payloads:
         with tempfile.TemporaryDirectory(prefix="mcpd-stages-") as data_dir:
             found = measure(
                 build_corpus(payload),
-                requests=args.requests,
-                per_transaction=args.per_transaction,
+                requests=requests,
+                per_transaction=per_transaction,
                 data_dir=Path(data_dir),
             )
         figures.append(found)
@@ -215,16 +228,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{TARGET_SPANS_PER_S:,} spans/s on {cores} cores leaves {budget:.0f} us of CPU per span "
         "for every stage and the front together."
     )
-    path = write_result(
-        args.output,
-        {
-            "config": {"requests": args.requests, "per_transaction": args.per_transaction},
-            "target": {"spans_per_s": TARGET_SPANS_PER_S, "cores": cores, "budget_us": budget},
-            "results": [found.to_dict() for found in figures],
-        },
-        args.results_dir,
-    )
+    document: dict[str, Any] = {
+        "config": {"requests": requests, "per_transaction": per_transaction},
+        "target": {"spans_per_s": TARGET_SPANS_PER_S, "cores": cores, "budget_us": budget},
+        "results": [found.to_dict() for found in figures],
+    }
+    path = write_result(output, document, results_dir)
     print(f"wrote {path}")
+    return document
+
+
+def _run_from_bench(config: BenchConfig) -> Mapping[str, Any]:
+    return run(results_dir=config.results_dir)
+
+
+BENCHMARK = Benchmark(name=NAME, description=DESCRIPTION, run=_run_from_bench)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    run(
+        args.payload,
+        requests=args.requests,
+        per_transaction=args.per_transaction,
+        results_dir=args.results_dir,
+        output=args.output,
+    )
     return 0
 
 

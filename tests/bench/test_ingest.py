@@ -212,3 +212,15 @@ def test_stage_bench_charges_every_stage_and_stores_every_span(tmp_path: Path) -
     assert [row["stage"] for row in rows] == [*stages.STAGES, "total"]
     assert rows[-1]["us/span"] == pytest.approx(sum(found.per_span_us.values()))
     assert found.to_dict()["spans_per_cpu_s"] == pytest.approx(1e6 / found.total_us)
+
+
+def test_stage_bench_is_registered_and_writes_its_result(tmp_path: Path) -> None:
+    assert BENCHMARKS[stages.NAME].description == stages.DESCRIPTION
+    document = stages.run(["1kb"], requests=1, per_transaction=1, results_dir=tmp_path)
+    written = json.loads((tmp_path / f"{stages.NAME}.json").read_text())
+    assert written["results"] == document["results"]
+    assert [result["payload"] for result in written["results"]] == ["1kb"]
+    assert written["results"][0]["stored"] == 512
+    assert written["target"]["budget_us"] == pytest.approx(
+        written["target"]["cores"] * 1e6 / stages.TARGET_SPANS_PER_S
+    )
