@@ -47,6 +47,15 @@ __all__ = ["DaemonProcess", "DaemonStartError", "free_port", "free_ports"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
+
+def repo_relative(path: Path) -> str:
+    """`path` as results files record it: relative to the repository, never a machine's path."""
+    resolved = path.resolve()
+    if resolved.is_relative_to(REPO_ROOT):
+        return str(resolved.relative_to(REPO_ROOT))
+    return resolved.name
+
+
 # ---------------------------------------------------------------------------------------------
 # Machine facts
 

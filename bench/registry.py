@@ -6,6 +6,7 @@ from bench import capabilities_roundtrip
 from bench.config import Benchmark
 from bench.ingest import run as ingest
 from bench.ingest import stages as ingest_stages
+from bench.overload import run as overload
 from bench.sessions import run as sessions
 
 BENCHMARKS: dict[str, Benchmark] = {
@@ -15,5 +16,6 @@ BENCHMARKS: dict[str, Benchmark] = {
         sessions.BENCHMARK,
         ingest.BENCHMARK,
         ingest_stages.BENCHMARK,
+        overload.BENCHMARK,
     )
 }

@@ -84,6 +84,12 @@ def dialable(address: str) -> str:
     return f"{host}:{port}"
 
 
+def private_host(address: str) -> str:
+    """The loopback host of `address`'s family: where a child listens on a port only this
+    machine's processes dial (a wildcard or a name dials as IPv4)."""
+    return "[::1]" if dialable(address).startswith("[") else "127.0.0.1"
+
+
 def encode(message: Mapping[str, object]) -> bytes:
     """One message as the line the socket pair carries."""
     return json.dumps(message, separators=(",", ":")).encode() + b"\n"

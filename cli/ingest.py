@@ -27,7 +27,9 @@ from mcpd.runtime.server import ServiceRegistration
 from mcpd.signals.batch import IngestLag, SignalBatch
 from mcpd.storage import Stores
 from services.ingest import registrations
+from services.ingest.admission import Admission
 from services.ingest.cardinality import LabelCardinality
+from services.ingest.limits import RecordLimits
 from services.ingest.otlp import otlp_registrations
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.policies import ProjectPolicies
@@ -132,6 +134,8 @@ async def start_ingest(
         clock=clock,
         tail=tail,
         label_values_seen=cardinality.values_seen,
+        limits=RecordLimits.from_settings(ingest),
+        admission=Admission(ingest.max_pending_bytes),
         on_stored=stored,
     )
     return IngestRole(pipeline, writer, policies, trace_sessions, tail)

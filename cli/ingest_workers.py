@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from cli.children import ChildProcess, Message, ParentLink, dialable, unsupported_reason
+from cli.children import ChildProcess, Message, ParentLink, private_host, unsupported_reason
 from mcpd.runtime.config import Settings
 from mcpd.signals.batch import IngestLag, SignalBatch
 from services.ingest.tail import Decision
@@ -119,8 +119,7 @@ class IngestWorkers:
         or does not serve within START_TIMEOUT_S."""
         # Private ports on loopback, of the family the parent's own address has (the gateway's
         # one channel to them all names them by address).
-        host = "[::1]" if dialable(grpc_address).startswith("[") else "127.0.0.1"
-        message = {"start": True, "host": host, "listening": list(listening)}
+        message = {"start": True, "host": private_host(grpc_address), "listening": list(listening)}
         for child in self._children:
             try:
                 await child.send(message)
@@ -210,6 +209,7 @@ async def serve_worker(settings: Settings, supervisor_fd: int) -> int:
         security = await build_security(
             settings.security, stores.control, clock, [*start["listening"], address]
         )
+        stack.push_async_callback(security.close)
 
         def stored(batch: SignalBatch) -> None:
             sessions = sessions_of(batch)

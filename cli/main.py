@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cli import import_cmd, role_names
 from mcpd.runtime.config import Settings, load_settings, render_settings
+from mcpd.runtime.data_dir import open_data_dir
 from mcpd.runtime.errors import McpdError
 from mcpd.runtime.logging import configure_logging
 from mcpd.runtime.telemetry import configure_telemetry
@@ -85,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 settings, roles, config_path=args.config, supervisor_fd=args.supervisor_fd
             )
         case "import":
+            problem = _open_data_dir(settings)
+            if problem is not None:
+                print(f"mcpd import: {problem}", file=sys.stderr)
+                return 1
             return import_cmd.run(settings, args)
         case "mcp":
             return _mcp(settings, key=args.key, project=args.project, mode=args.mode)
@@ -130,6 +135,13 @@ def _serve(
     configure_logging(settings.log_level, settings.log_format)
     # Alembic narrates every connection at info; what it applied is enough.
     logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
+    # Before any child is spawned: the children inherit the umask. (A gateway alone never
+    # opens the data directory.)
+    if any(role in role_names.GRPC_ROLES for role in roles):
+        problem = _open_data_dir(settings)
+        if problem is not None:
+            print(f"mcpd: cannot start: {problem}", file=sys.stderr)
+            return 1
     # The OpenTelemetry SDK's standard variable; read here, at the edge, and nowhere else.
     shutdown_telemetry = configure_telemetry(
         f"mcpd-{roles[0] if len(roles) == 1 else 'all'}",
@@ -160,17 +172,40 @@ def _serve(
 
     try:
         return asyncio.run(run())
-    except (McpdError, OSError) as exc:
+    except McpdError as exc:
+        # The reason too: what a supervisor's log is searched for (KEYS_REQUIRED).
+        print(f"mcpd: cannot start: {exc.message} ({exc.reason})", file=sys.stderr)
+        return 1
+    except OSError as exc:
         print(f"mcpd: cannot start: {exc}", file=sys.stderr)
         return 1
     finally:
         shutdown_telemetry()
 
 
+def _open_data_dir(settings: Settings) -> str | None:
+    """Make the data directory private (`mcpd.runtime.data_dir`); what went wrong, if it cannot
+    be created."""
+    try:
+        open_data_dir(settings.data_dir)
+    except OSError as exc:
+        return f"cannot create the data directory {settings.data_dir}: {exc.strerror}"
+    return None
+
+
 def _migrate(settings: Settings, *, check: bool) -> int:
     from mcpd.storage import open_stores
 
     storage = settings.storage
+    # With every store on servers, migrating reads and writes nothing in the data directory.
+    embedded_trace = storage.backend == "sqlite" or (
+        storage.backend == "clickhouse" and (storage.clickhouse_url or "").startswith("chdb:")
+    )
+    on_servers = storage.postgres_url is not None and not embedded_trace
+    problem = None if on_servers else _open_data_dir(settings)
+    if problem is not None:
+        print(f"mcpd: {problem}", file=sys.stderr)
+        return 1
     try:
         stores = open_stores(
             storage.backend,

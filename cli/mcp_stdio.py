@@ -38,6 +38,7 @@ from gateway.mcp.upstream import QUERY_SERVICE
 from mcpd.runtime.channels import open_channel
 from mcpd.runtime.clock import SystemClock
 from mcpd.runtime.config import Settings
+from mcpd.runtime.data_dir import open_data_dir
 from mcpd.storage import open_stores
 from services.query.servicer import LAUNCH_METADATA
 from services.query.sessions import LaunchContext, SessionTools, discover_launch_context
@@ -116,6 +117,7 @@ async def _backend(
                     f"no mcpd query service answers at {settings.query_addr}"
                 )
         # Opening migrates (a fresh data directory gets its empty stores): off the event loop.
+        await asyncio.to_thread(open_data_dir, settings.data_dir)
         stores = await asyncio.to_thread(
             open_stores,
             settings.storage.backend,

@@ -3,37 +3,70 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cli.children import private_host
+from cli.role_names import GRPC_ROLES
 from mcpd.auth.access import access_rules
+from mcpd.auth.audit import AggregatingAuditSink, StoreAuditSink
 from mcpd.auth.authenticator import Authenticator
-from mcpd.auth.interceptor import AuthInterceptor, StoreAuditSink
+from mcpd.auth.interceptor import AuthInterceptor
 from mcpd.auth.keys_file import ConfiguredKey, load_keys_file
+from mcpd.auth.metadata import is_loopback_host
 from mcpd.runtime.clock import Clock
-from mcpd.runtime.config import SecuritySettings
+from mcpd.runtime.config import SecuritySettings, Settings
 from mcpd.runtime.errors import FailedPrecondition
 from mcpd.storage.interfaces import ControlStore
 
 
 @dataclass(frozen=True)
 class Security:
-    """What a gRPC process needs to enforce access, and what to tell the operator."""
+    """What a gRPC process needs to enforce access, and what to tell the operator.
+
+    `close` once the servers using the interceptor have stopped: it writes the refusals the
+    audit sink is still counting.
+    """
 
     interceptor: AuthInterceptor
+    audit: AggregatingAuditSink
     local_mode: bool
     configured_keys: int
+
+    async def close(self) -> None:
+        """Stop the audit sink's flushing and write what it holds."""
+        await self.audit.close()
+
+
+def listening_addresses(
+    settings: Settings, roles: Sequence[str], *, ingest_workers: int = 0
+) -> list[str]:
+    """Every `host:port` one `mcpd serve` of `roles` binds, its child processes' included: HTTP
+    when it serves the gateway (in this process or in its gateway child), gRPC when it serves a
+    gRPC role, OTLP/gRPC when it serves ingest, and the port of each of its `ingest_workers`
+    (always loopback: only the parent's relays dial them). The local-mode rule
+    (`build_security`) is decided over all of them, so no entrance escapes it."""
+    addresses: list[str] = []
+    if "gateway" in roles:
+        addresses.append(settings.http_addr)
+    if any(role in GRPC_ROLES for role in roles):
+        addresses.append(settings.grpc_addr)
+    if "ingest" in roles:
+        addresses.append(settings.otlp_grpc_addr)
+    if ingest_workers > 0:
+        addresses.append(f"{private_host(settings.grpc_addr)}:0")
+    return addresses
 
 
 async def build_security(
     settings: SecuritySettings, control: ControlStore, clock: Clock, listening: Sequence[str]
 ) -> Security:
-    """The auth interceptor for a process listening on `listening` (host:port addresses).
+    """The auth interceptor for a process listening on `listening` (host:port addresses: see
+    `listening_addresses`), its audit sink flushing counted refusals until `Security.close`.
 
     Local mode (no authentication) is only ever granted on loopback: a process bound to any
-    other address with no keys and no accounts refuses to start, so a typo in an address never
-    publishes an open daemon.
+    other address with no keys and no accounts refuses to start (KEYS_REQUIRED, naming the
+    address), so a typo in an address never publishes an open daemon.
     """
     configured: list[ConfiguredKey] = (
         load_keys_file(settings.keys_file) if settings.keys_file is not None else []
@@ -55,21 +88,17 @@ async def build_security(
             "security.keys_file (MCPD_SECURITY_KEYS_FILE), or listen on a loopback address",
             reason="KEYS_REQUIRED",
         )
-    interceptor = AuthInterceptor(
-        authenticator, StoreAuditSink(control), rules=access_rules(), clock=clock
+    audit = AggregatingAuditSink(
+        StoreAuditSink(control), clock=clock, window_s=settings.audit_aggregate_window_s
     )
-    return Security(interceptor, local_mode, len(configured))
+    interceptor = AuthInterceptor(authenticator, audit, rules=access_rules(), clock=clock)
+    audit.start()
+    return Security(interceptor, audit, local_mode, len(configured))
 
 
 def is_loopback(address: str) -> bool:
     """Whether `host:port` names a loopback interface."""
-    host = address.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(address.rpartition(":")[0])
 
 
 def describe(security: Security, local_project: str) -> str:

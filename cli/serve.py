@@ -23,7 +23,7 @@ from cli.http_server import HttpServer
 from cli.ingest import IngestRole, start_ingest
 from cli.ingest_workers import IngestWorkers
 from cli.otlp_relay import relay_registrations
-from cli.security import build_security
+from cli.security import build_security, listening_addresses
 from cli.security import describe as describe_security
 from gateway.app import create_app
 from gateway.mcp.catalog import ToolCatalog
@@ -74,10 +74,12 @@ async def serve(
         if grpc_roles:
             assert stores is not None, "every gRPC role opens storage"
             clock = SystemClock()
-            listening = [settings.grpc_addr]
-            if "gateway" in roles:
-                listening.append(settings.http_addr)
+            listening = listening_addresses(
+                settings, roles, ingest_workers=len(workers.pids) if workers else 0
+            )
             security = await build_security(settings.security, stores.control, clock, listening)
+            # Before the servers, so it closes after they stop and before storage does.
+            stack.push_async_callback(security.close)
             banner.append(describe_security(security, settings.security.local_project))
             ingest = None
             if "ingest" in roles:

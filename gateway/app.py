@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
+from gateway.access import AccessCheck
 from gateway.mcp import MCP_PATH, McpHttpEndpoint, ToolCatalog, UpstreamTools, build_server
 from gateway.mcp import caller_from_request as mcp_caller
 from gateway.otlp import MAX_BODY_BYTES as OTLP_MAX_BODY_BYTES
@@ -49,7 +50,8 @@ def create_app(
     included, is generated from the `google.api.http` annotations; requests carry
     `default_deadline_s` upstream unless an `X-Mcpd-Timeout` header (capped at `max_deadline_s`)
     says otherwise. The descriptors are read and the routes built here, so a proto annotation
-    the gateway cannot serve fails at start.
+    the gateway cannot serve fails at start. A request with a body (REST or OTLP/HTTP) has its
+    credential checked by the serving process before the body is read (`gateway.access`).
 
     `POST /v1/traces`, `/v1/logs` and `/v1/metrics` receive OTLP/HTTP (protobuf or JSON, gzip or
     not, at most `otlp_max_body_bytes` inflated) and relay each export to the OTLP collector
@@ -71,8 +73,12 @@ def create_app(
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
 
+    access = AccessCheck(deadline_s=default_deadline_s)
     otlp = OtlpReceiver(
-        channel_for, deadline_s=default_deadline_s, max_body_bytes=otlp_max_body_bytes
+        channel_for,
+        deadline_s=default_deadline_s,
+        access=access,
+        max_body_bytes=otlp_max_body_bytes,
     )
     rest = RestTranscoder(
         rpcs,
@@ -80,6 +86,7 @@ def create_app(
         default_deadline_s=default_deadline_s,
         max_deadline_s=max_deadline_s,
         max_body_bytes=max_body_bytes,
+        access=access,
         endpoints=[("GET", OPENAPI_PATH, openapi), *otlp.endpoints()],
     )
     mcp = McpHttpEndpoint(

@@ -52,7 +52,12 @@ CHANNEL_OPTIONS = (
 
 
 class RefusedError(Exception):
-    """The server asked the client to back off (queue full): not an acknowledgement."""
+    """The server asked the client to back off (queue full): not an acknowledgement.
+    ``retry_after`` is the HTTP refusal's ``Retry-After`` header, when it had one."""
+
+    def __init__(self, message: str, *, retry_after: str | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class RejectedError(Exception):
@@ -117,7 +122,9 @@ def _check_export_response(body: bytes) -> None:
 
 def _check_http(response: httpx.Response) -> None:
     if response.status_code in (429, 503):
-        raise RefusedError(f"HTTP {response.status_code}")
+        raise RefusedError(
+            f"HTTP {response.status_code}", retry_after=response.headers.get("retry-after")
+        )
     if response.status_code != 200:
         raise RejectedError(f"HTTP {response.status_code}: {response.text[:200]}")
 

@@ -82,6 +82,7 @@ from bench.harness import (
     describe_error,
     percentiles,
     print_table,
+    repo_relative,
     write_result,
 )
 from bench.ingest import spans as spans_module
@@ -756,7 +757,7 @@ async def run_async(config: IngestConfig) -> dict[str, Any]:
         "corpus": {name: corpus.describe() for name, corpus in corpora.items()},
         "phoenix": {
             "version": phoenix_version,
-            "python": str(python) if python else None,
+            "python": repo_relative(python) if python else None,
             "note": PHOENIX_NOTE,
         },
         "definitions": {

@@ -48,11 +48,14 @@ from mcpd.auth import ALL_SCOPES
 from mcpd.auth.principal import ANONYMOUS, Principal, PrincipalKind
 from mcpd.pricing import load_price_book
 from mcpd.runtime.clock import SystemClock
+from mcpd.runtime.config import IngestSettings
 from mcpd.signals.batch import SignalBatch
 from mcpd.storage.factory import open_stores
 from mcpd.storage.sql import signals
 from mcpd.storage.sql.dialect import SqlDialect
+from services.ingest.admission import Admission
 from services.ingest.cardinality import LabelCardinality
+from services.ingest.limits import RecordLimits
 from services.ingest.otlp import map_traces
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.policies import ProjectPolicies
@@ -137,6 +140,9 @@ def measure(corpus: Corpus, *, requests: int, per_transaction: int, data_dir: Pa
             clock=clock,
             tail=TailSampler(stores.trace, policies, clock),
             label_values_seen=LabelCardinality(stores.trace, monotonic=clock.monotonic).values_seen,
+            limits=RecordLimits.from_settings(IngestSettings()),
+            # Requests are prepared here one by one, never admitted.
+            admission=Admission(1),
         )
         principal = Principal(
             kind=PrincipalKind.ANONYMOUS,

@@ -59,7 +59,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.config import BenchConfig, Benchmark
-from bench.harness import RESULTS_DIR, DaemonProcess, percentiles, print_table, write_result
+from bench.harness import (
+    RESULTS_DIR,
+    DaemonProcess,
+    percentiles,
+    print_table,
+    repo_relative,
+    write_result,
+)
 from bench.sessions.generator import SOURCES, Corpus, GeneratorConfig, generate, load_manifest
 from bench.sessions.vocabulary import LANGUAGES, Query, Vocabulary
 from mcpd.runtime.clock import SystemClock
@@ -896,7 +903,7 @@ def run_sessions(config: SessionsConfig) -> dict[str, Any]:
         "description": DESCRIPTION,
         "config": {
             **{
-                k: str(v) if isinstance(v, Path) else v
+                k: repo_relative(v) if isinstance(v, Path) else v
                 for k, v in dataclasses.asdict(config).items()
             },
             "generator": dataclasses.asdict(corpus.config),

@@ -9,7 +9,6 @@ task group; `run()` provides it and belongs in the app's lifespan.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -19,10 +18,11 @@ from mcp.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from gateway.mcp.server import Caller
 from gateway.rest.transcoder import CLIENT_ADDRESS_METADATA, FORWARDED_HEADERS
+from mcpd.auth.metadata import is_loopback_host
 from mcpd.runtime.errors import InvalidArgument
 
 MCP_PATH = "/mcp"
@@ -30,7 +30,8 @@ MCP_PATH = "/mcp"
 PROJECT_HEADER = "x-mcpd-project"
 """Request header: the project selector, for keys that reach several projects."""
 
-_LOOPBACK_NAMES = frozenset({"localhost"})
+MAX_BODY_BYTES = 1024 * 1024
+"""The largest MCP request body: a JSON-RPC message with a tool's arguments, which are small."""
 
 
 def caller_from_request(request: Request | None) -> Caller:
@@ -61,11 +62,15 @@ class McpHttpEndpoint:
     DNS-rebinding guard: a request that reached a loopback address and carries an `Origin`
     (browsers always send one on POST) is refused unless that origin is itself loopback, so a
     web page cannot drive a local, unauthenticated mcpd. Agent clients send no `Origin`.
+
+    A body over `max_body_bytes` is refused with 413 before the SDK parses any of it (the SDK
+    reads a body whole, whatever its size).
     """
 
-    def __init__(self, server: Server[Any]) -> None:
+    def __init__(self, server: Server[Any], *, max_body_bytes: int = MAX_BODY_BYTES) -> None:
         self._manager = StreamableHTTPSessionManager(app=server, stateless=True, json_response=True)
         self._running = False
+        self._max_body_bytes = max_body_bytes
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
@@ -85,7 +90,14 @@ class McpHttpEndpoint:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        await self._manager.handle_request(scope, receive, send)
+        body = await _read_body(receive, self._max_body_bytes)
+        if body is None:
+            too_large = _jsonrpc_error(
+                413, f"the request body exceeds {self._max_body_bytes} bytes"
+            )
+            await too_large(scope, receive, send)
+            return
+        await self._manager.handle_request(scope, _replay(body, receive), send)
 
     def _refusal(self, request: Request) -> Response | None:
         if not self._running:
@@ -96,19 +108,38 @@ class McpHttpEndpoint:
             )
         origin = request.headers.get("origin")
         server = request.scope.get("server")
-        if origin and server and _is_loopback(server[0]) and not _is_loopback_origin(origin):
+        if origin and server and is_loopback_host(server[0]) and not _is_loopback_origin(origin):
             return _jsonrpc_error(403, f"origin {origin} may not call a loopback mcpd")
         return None
 
 
-def _is_loopback(host: str) -> bool:
-    host = host.strip("[]")
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The request body, or None as soon as it exceeds `limit` bytes (the rest is not read)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(chunks)  # the client left: the SDK sees an empty body and refuses
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands over `body` once, then waits on the real one (for a disconnect)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replay
 
 
 def _is_loopback_origin(origin: str) -> bool:
@@ -116,7 +147,7 @@ def _is_loopback_origin(origin: str) -> bool:
         host = urlsplit(origin).hostname
     except ValueError:
         return False
-    return host is not None and _is_loopback(host)
+    return host is not None and is_loopback_host(host)
 
 
 def _jsonrpc_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:

@@ -28,7 +28,7 @@ from gateway.mcp.envelopes import (
     failure_answer,
     in_spec_order,
 )
-from mcpd.runtime.errors import McpdError
+from mcpd.runtime.errors import McpdError, quoted
 from mcpd.runtime.errors_grpc import RpcFailure
 from mcpd.version import mcpd_version
 
@@ -91,7 +91,7 @@ def build_server(
                     params.name,
                     arguments,
                     "invalid_request",
-                    f"unknown tool {params.name!r}; this server has {names}",
+                    f"unknown tool {quoted(params.name)}; this server has {names}",
                     details={"field": "name"},
                     elapsed_ms=elapsed_since(began),
                 )

@@ -8,7 +8,7 @@ import zlib
 from starlette.requests import ClientDisconnect, Request
 
 from gateway.otlp._status import RefusalError
-from mcpd.runtime.errors import InvalidArgument, ResourceExhausted
+from mcpd.runtime.errors import InvalidArgument, ResourceExhausted, quoted
 
 BODY_TOO_LARGE = "BODY_TOO_LARGE"
 UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
@@ -18,6 +18,10 @@ BODY_INCOMPLETE = "BODY_INCOMPLETE"
 
 # gzip's container (header and CRC-32 trailer) around a deflate stream, and nothing else.
 _GZIP_WBITS = 16 + zlib.MAX_WBITS
+# How much of the body zlib is given at a time (see `gunzip`).
+_GZIP_SLICE = 64 * 1024
+MAX_GZIP_MEMBERS = 64
+"""The most gzip members a body may hold (RFC 1952 allows many; OTLP exporters send one)."""
 
 
 class Encoding(enum.Enum):
@@ -42,7 +46,7 @@ def media_type(request: Request) -> tuple[str, Encoding]:
     media = header.partition(";")[0].strip().lower()
     encoding = _MEDIA_TYPES.get(media)
     if encoding is None:
-        shown = f"Content-Type {header!r}" if header else "no Content-Type"
+        shown = f"Content-Type {quoted(header)}" if header else "no Content-Type"
         raise RefusalError(
             415,
             InvalidArgument(
@@ -67,7 +71,7 @@ def is_gzipped(request: Request) -> bool:
     raise RefusalError(
         415,
         InvalidArgument(
-            f"Content-Encoding {header!r}: OTLP/HTTP bodies may be gzip-compressed, or not",
+            f"Content-Encoding {quoted(header)}: OTLP/HTTP bodies may be gzip-compressed, or not",
             reason=UNSUPPORTED_CONTENT_ENCODING,
         ),
         headers={"Accept-Encoding": "gzip, identity"},
@@ -97,34 +101,52 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def gunzip(data: bytes, limit: int) -> bytes:
+def gunzip(data: bytes, limit: int, *, max_members: int = MAX_GZIP_MEMBERS) -> bytes:
     """Inflate a gzip body (several members are concatenated, as gzip itself does).
 
-    At most `limit + 1` bytes are ever inflated, so a small body that would inflate to
-    gigabytes (a gzip bomb) costs no more memory than the limit before it is refused with 413.
+    Linear in the input: the body is fed to zlib in slices of `_GZIP_SLICE` bytes, so the end
+    of a member copies at most one slice (slicing the remainder once per member would be
+    quadratic in a body of many tiny members). Bounded in output: at most `limit + 1` bytes are
+    ever inflated, so a small body that would inflate to gigabytes (a gzip bomb) costs no more
+    memory than the limit before it is refused with 413. Bounded in members: past
+    `max_members` the body is refused with 400 (OTLP exporters send one).
     """
+    view = memoryview(data)
     pieces: list[bytes] = []
-    size = 0
-    rest = data
-    while True:
-        inflater = zlib.decompressobj(_GZIP_WBITS)
-        try:
-            piece = inflater.decompress(rest, limit - size + 1)
-        except zlib.error as exc:
+    size = offset = members = 0
+    while offset < len(view) or members == 0:
+        members += 1
+        if members > max_members:
             raise RefusalError(
-                400, InvalidArgument(f"the body is not valid gzip: {exc}", reason=MALFORMED_GZIP)
-            ) from exc
-        size += len(piece)
-        if size > limit:
-            raise too_large(limit, inflated=True)
-        if not inflater.eof:
-            raise RefusalError(
-                400, InvalidArgument("the gzip body is truncated", reason=MALFORMED_GZIP)
+                400,
+                InvalidArgument(
+                    f"the gzip body has more than {max_members} members", reason=MALFORMED_GZIP
+                ),
             )
-        pieces.append(piece)
-        rest = inflater.unused_data
-        if not rest:
-            return b"".join(pieces)
+        inflater = zlib.decompressobj(_GZIP_WBITS)
+        while not inflater.eof:
+            if offset >= len(view):
+                raise RefusalError(
+                    400, InvalidArgument("the gzip body is truncated", reason=MALFORMED_GZIP)
+                )
+            piece = _inflate(inflater, view[offset : offset + _GZIP_SLICE], limit - size + 1)
+            offset += min(_GZIP_SLICE, len(view) - offset)
+            size += len(piece)
+            if size > limit:
+                raise too_large(limit, inflated=True)
+            pieces.append(piece)
+        # What the slice held past this member's end belongs to the next one.
+        offset -= len(inflater.unused_data)
+    return b"".join(pieces)
+
+
+def _inflate(inflater: zlib._Decompress, data: memoryview, room: int) -> bytes:
+    try:
+        return inflater.decompress(data, room)
+    except zlib.error as exc:
+        raise RefusalError(
+            400, InvalidArgument(f"the body is not valid gzip: {exc}", reason=MALFORMED_GZIP)
+        ) from exc
 
 
 def too_large(limit: int, *, inflated: bool = False) -> RefusalError:

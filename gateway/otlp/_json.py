@@ -22,7 +22,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from gateway.otlp import _json_fast
-from mcpd.runtime.errors import InvalidArgument
+from mcpd.runtime.errors import InvalidArgument, quoted
 
 MALFORMED_JSON = "MALFORMED_JSON"
 INVALID_ID = "INVALID_ID"
@@ -58,7 +58,7 @@ def parse_reference(request_class: type[Message], document: dict[str, Any]) -> M
         _ids_to_base64(document, _plan(request_class.DESCRIPTOR))
     except _BadIdError as err:
         raise InvalidArgument(
-            f"{err.path}: expected a hex string, got {err.value!r}",
+            f"{err.path}: expected a hex string, got {quoted(err.value)}",
             reason=INVALID_ID,
             field=err.path,
         ) from None

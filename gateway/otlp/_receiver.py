@@ -20,6 +20,7 @@ from google.rpc import status_pb2
 from starlette.requests import Request
 from starlette.responses import Response
 
+from gateway.access import AccessCheck
 from gateway.otlp import _json
 from gateway.otlp._body import Encoding, gunzip, is_gzipped, media_type, read_body
 from gateway.otlp._signals import SIGNALS, Signal
@@ -49,7 +50,8 @@ class OtlpReceiver:
     `channel_for` is the gateway's (called with the collector service's full name,
     `opentelemetry.proto.collector.trace.v1.TraceService`, per request; a `LookupError` answers
     503). Every upstream call carries `deadline_s` and the caller's `Authorization`, W3C trace
-    context and address, as the REST transcoder forwards them.
+    context and address, as the REST transcoder forwards them. Before the body is read, `access`
+    checks the caller's credential with the ingest process (`gateway.access`).
     """
 
     def __init__(
@@ -57,12 +59,14 @@ class OtlpReceiver:
         channel_for: ChannelFor,
         *,
         deadline_s: float,
+        access: AccessCheck,
         max_body_bytes: int = MAX_BODY_BYTES,
     ) -> None:
         if deadline_s <= 0 or max_body_bytes <= 0:
             raise ValueError("need a positive deadline_s and max_body_bytes")
         self._channel_for = channel_for
         self._deadline_s = deadline_s
+        self._access = access
         self._max_body_bytes = max_body_bytes
 
     def endpoints(self) -> list[tuple[str, str, Endpoint]]:
@@ -94,18 +98,20 @@ class OtlpReceiver:
     async def _relay(self, signal: Signal, request: Request, encoding: Encoding) -> bytes:
         gzipped = is_gzipped(request)
         metadata = forwarded_metadata(request)
-        body = await read_body(request, self._max_body_bytes)
-        work = len(body) * (_GZIP_RATIO_GUESS if gzipped else 1)
-        if work <= _INLINE_LIMIT[encoding]:
-            payload = self._decode(signal, encoding, gzipped, body)
-        else:
-            payload = await asyncio.to_thread(self._decode, signal, encoding, gzipped, body)
         try:
             channel = self._channel_for(signal.service)
         except LookupError:
             raise Unavailable(
                 f"no upstream is configured for {signal.service}", reason=UPSTREAM_NOT_CONFIGURED
             ) from None
+        # The credential first: reading, inflating and decoding the body is the costly part.
+        await self._access.require(channel, signal.grpc_path, metadata)
+        body = await read_body(request, self._max_body_bytes)
+        work = len(body) * (_GZIP_RATIO_GUESS if gzipped else 1)
+        if work <= _INLINE_LIMIT[encoding]:
+            payload = self._decode(signal, encoding, gzipped, body)
+        else:
+            payload = await asyncio.to_thread(self._decode, signal, encoding, gzipped, body)
         # Bytes in, bytes out: no serializers, so a protobuf body goes upstream as it came and
         # the service's answer comes back without being decoded.
         call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(signal.grpc_path)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Mapping
 
 import grpc
@@ -19,16 +18,14 @@ from google.protobuf import any_pb2, json_format
 from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
-from gateway.rest.errors import http_status
+from gateway.rest.errors import http_status, retry_after
 from mcpd.runtime.errors import McpdError
-from mcpd.runtime.errors_grpc import STATUS_DETAILS_KEY, to_rpc_status
+from mcpd.runtime.errors_grpc import STATUS_DETAILS_KEY, retry_delay_s, to_rpc_status
 
 log = logging.getLogger("mcpd.gateway.otlp")
 
 RETRY_AFTER_METADATA = "retry_after_s"
 """ErrorInfo metadata key by which an mcpd service says how long to wait (the login throttle's)."""
-
-_RETRYABLE_HTTP = frozenset({429, 503})
 
 
 class RefusalError(Exception):
@@ -68,13 +65,7 @@ def upstream_failure(exc: grpc.aio.AioRpcError) -> tuple[int, status_pb2.Status,
     status = _sent_status(exc)
     if status is None:  # grpc's own failure, or a peer that sends no details
         status = status_pb2.Status(code=code.value[0], message=exc.details() or "")
-    http = http_status(code)
-    headers: dict[str, str] = {}
-    if http in _RETRYABLE_HTTP:
-        delay = _retry_after(status)
-        if delay is not None:
-            headers["Retry-After"] = str(delay)
-    return http, status, headers
+    return http_status(code), status, retry_after(code, _retry_after(status))
 
 
 def encode_status(status: status_pb2.Status, *, json_body: bool) -> bytes:
@@ -106,13 +97,11 @@ def _sent_status(exc: grpc.aio.AioRpcError) -> status_pb2.Status | None:
     return None
 
 
-def _retry_after(status: status_pb2.Status) -> int | None:
+def _retry_after(status: status_pb2.Status) -> float | None:
+    delay = retry_delay_s(status.details)
+    if delay is not None:
+        return delay
     for detail in status.details:
-        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
-            info = error_details_pb2.RetryInfo()
-            detail.Unpack(info)
-            delay: float = info.retry_delay.seconds + info.retry_delay.nanos / 1e9
-            return max(0, math.ceil(delay))
         if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
             error_info = error_details_pb2.ErrorInfo()
             detail.Unpack(error_info)

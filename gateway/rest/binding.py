@@ -20,7 +20,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from gateway.rest import errors
 from gateway.rest.catalog import Rpc
 from mcpd import codec
-from mcpd.runtime.errors import InvalidArgument
+from mcpd.runtime.errors import InvalidArgument, quoted
 
 _MAX_QUERY_DEPTH = 4
 
@@ -158,7 +158,7 @@ def _unique_keys(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise ValueError(f"duplicate key {key!r}")
+            raise ValueError(f"duplicate key {quoted(key)}")
         out[key] = value
     return out
 

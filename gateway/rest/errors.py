@@ -6,12 +6,15 @@ unreachable upstream) has the same shape:
     {"error": {"code": 404, "status": "NOT_FOUND", "reason": "TRACE_NOT_FOUND",
                "message": "...", "field": "trace_id"}}
 
-`field` is present only when known. Bodies the spec defines for particular errors (StepConflict on
-a 409) are a later addition at `failure_response`, the single place that renders upstream errors.
+`field` is present only when known. A 429 or 503 whose error says how long to wait (a
+`google.rpc.RetryInfo` from upstream) carries `Retry-After`. Bodies the spec defines for particular
+errors (StepConflict on a 409) are a later addition at `failure_response`, the single place that
+renders upstream errors.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,9 +56,21 @@ UPSTREAM_NOT_CONFIGURED = "UPSTREAM_NOT_CONFIGURED"
 INTERNAL = "INTERNAL"
 
 
+# The statuses that tell a client to come back later, so may say when (RFC 9110 Retry-After).
+RETRYABLE_HTTP = frozenset({429, 503})
+
+
 def http_status(code: grpc.StatusCode) -> int:
     """The HTTP status grpc-gateway answers for `code`."""
     return HTTP_STATUS.get(code, 500)
+
+
+def retry_after(code: grpc.StatusCode, delay_s: float | None) -> dict[str, str]:
+    """The `Retry-After` header (whole seconds, rounded up) of a refusal with `code` that says
+    to wait `delay_s`; no header for other statuses or without a delay."""
+    if delay_s is None or http_status(code) not in RETRYABLE_HTTP:
+        return {}
+    return {"Retry-After": str(max(0, math.ceil(delay_s)))}
 
 
 def error_body(
@@ -98,5 +113,12 @@ def mcpd_error_response(err: McpdError) -> JSONResponse:
 
 
 def failure_response(failure: RpcFailure) -> JSONResponse:
-    """The response for a failed upstream call, its ErrorInfo reason and field included."""
-    return error_response(failure.code, failure.message, reason=failure.reason, field=failure.field)
+    """The response for a failed upstream call, its ErrorInfo reason and field included, and
+    `Retry-After` when it carried a RetryInfo."""
+    return error_response(
+        failure.code,
+        failure.message,
+        reason=failure.reason,
+        field=failure.field,
+        headers=retry_after(failure.code, failure.retry_after_s),
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
 
 import grpc
 import grpc.aio
@@ -25,8 +26,11 @@ from gateway.rest.catalog import Rpc
 from gateway.rest.routes import MethodNotAllowed, Router
 from gateway.rest.templates import PathTemplate
 from mcpd import codec
-from mcpd.runtime.errors import InvalidArgument, McpdError
+from mcpd.runtime.errors import InvalidArgument, McpdError, quoted
 from mcpd.runtime.errors_grpc import rpc_failure_from
+
+if TYPE_CHECKING:
+    from gateway.access import AccessCheck
 
 log = logging.getLogger("mcpd.gateway")
 
@@ -60,11 +64,13 @@ class RestTranscoder:
         default_deadline_s: float,
         max_deadline_s: float,
         max_body_bytes: int,
+        access: AccessCheck,
         endpoints: Iterable[tuple[str, str, Endpoint]] = (),
     ) -> None:
         if not 0 < default_deadline_s <= max_deadline_s:
             raise ValueError("need 0 < default_deadline_s <= max_deadline_s")
         self._channel_for = channel_for
+        self._access = access
         self._default_deadline_s = default_deadline_s
         self._max_deadline_s = max_deadline_s
         self._max_body_bytes = max_body_bytes
@@ -122,9 +128,7 @@ class RestTranscoder:
             return errors.mcpd_error_response(err)
 
     async def _call(self, rpc: Rpc, params: dict[str, str], request: Request) -> Response:
-        body = await self._read_body(request)
-        message = bind_request(rpc, params, request.query_params.multi_items(), body)
-        timeout = self._timeout(request)
+        self._refuse_declared_oversize(request)
         metadata = forwarded_metadata(request)
         try:
             channel = self._channel_for(rpc.service.full_name)
@@ -134,19 +138,30 @@ class RestTranscoder:
                 f"no upstream is configured for {rpc.service.full_name}",
                 reason=errors.UPSTREAM_NOT_CONFIGURED,
             )
-        call = channel.unary_unary(
-            rpc.grpc_path,
-            request_serializer=_serialize,
-            response_deserializer=rpc.output_class.FromString,
-        )
         try:
-            response = await call(message, timeout=timeout, metadata=metadata)
+            if rpc.body and not rpc.access.open:
+                # The credential first: reading and converting a body is the costly part.
+                await self._access.require(channel, rpc.grpc_path, metadata)
+            body = await self._read_body(request)
+            message = bind_request(rpc, params, request.query_params.multi_items(), body)
+            call = channel.unary_unary(
+                rpc.grpc_path,
+                request_serializer=_serialize,
+                response_deserializer=rpc.output_class.FromString,
+            )
+            response = await call(message, timeout=self._timeout(request), metadata=metadata)
         except grpc.aio.AioRpcError as exc:
             return errors.failure_response(rpc_failure_from(exc))
         except grpc.aio.UsageError as exc:
             # A closed channel: the process is shutting down or the peer went away.
             return errors.error_response(grpc.StatusCode.UNAVAILABLE, str(exc))
         return _response(response)
+
+    def _refuse_declared_oversize(self, request: Request) -> None:
+        # Free to check, so before anything else (the access check included).
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self._max_body_bytes:
+            raise _BodyTooLargeError(f"the request body exceeds {self._max_body_bytes} bytes")
 
     async def _read_body(self, request: Request) -> bytes:
         # Read incrementally so an oversized body is refused without buffering all of it.
@@ -169,7 +184,7 @@ class RestTranscoder:
             seconds = math.nan
         if not math.isfinite(seconds) or seconds <= 0:
             raise InvalidArgument(
-                f"{TIMEOUT_HEADER}: expected a positive number of seconds, got {raw!r}",
+                f"{TIMEOUT_HEADER}: expected a positive number of seconds, got {quoted(raw)}",
                 reason=errors.INVALID_HEADER,
             )
         return min(seconds, self._max_deadline_s)

@@ -17,13 +17,14 @@ from google.api import httpbody_pb2
 from starlette.applications import Starlette
 
 from gateway.app import create_app
+from gateway.tests.access_stub import AccessCheckStub
 from mcpd import codec
 from mcpd.evaluation.v1 import evaluation_service_pb2, evaluation_service_pb2_grpc
 from mcpd.ingest.v1 import ingest_service_pb2_grpc
 from mcpd.model.v1 import enums_pb2, evaluation_pb2, query_pb2, telemetry_pb2
 from mcpd.orchestrator.v1 import orchestrator_service_pb2_grpc
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
-from mcpd.runtime.errors import NotFound
+from mcpd.runtime.errors import NotFound, ResourceExhausted
 from mcpd.runtime.interceptors import ErrorInterceptor
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -110,7 +111,7 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
 
 
 class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
-    """Accepts every signal it is sent."""
+    """Accepts every signal it is sent; the ingest key `busy` is refused as a full queue is."""
 
     def __init__(self, seen: Seen) -> None:
         self.seen = seen
@@ -119,6 +120,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         self, request: telemetry_pb2.IngestBatch, context: Context
     ) -> telemetry_pb2.IngestResult:
         self.seen.record(request, context)
+        if request.ingest_key == "busy":
+            raise ResourceExhausted("ingest queue is full; retry later", retry_after_s=1.5)
         return telemetry_pb2.IngestResult(accepted=len(request.spans) + len(request.logs))
 
 
@@ -150,6 +153,7 @@ class Upstream:
     channel: grpc.aio.Channel
     seen: Seen
     asked_for: list[str]
+    access: AccessCheckStub
 
     def channel_for(self, service: str) -> grpc.aio.Channel:
         self.asked_for.append(service)
@@ -159,7 +163,8 @@ class Upstream:
 @pytest.fixture
 async def upstream() -> AsyncIterator[Upstream]:
     seen = Seen()
-    server = grpc.aio.server(interceptors=[ErrorInterceptor()])
+    access = AccessCheckStub()
+    server = grpc.aio.server(interceptors=[ErrorInterceptor(), access])
     # The generated servicer bases are abstract in their stubs, but at runtime every method they
     # leave alone answers UNIMPLEMENTED, which is what these tests rely on: hence the ignores.
     query_service_pb2_grpc.add_QueryServiceServicer_to_server(
@@ -183,7 +188,7 @@ async def upstream() -> AsyncIterator[Upstream]:
     await server.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
-        yield Upstream(channel, seen, [])
+        yield Upstream(channel, seen, [], access)
     finally:
         await channel.close()
         await server.stop(None)

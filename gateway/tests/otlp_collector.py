@@ -24,6 +24,7 @@ from starlette.types import Receive, Scope, Send
 from cli.http_server import HttpServer
 from gateway.app import create_app
 from gateway.otlp import SIGNALS, Signal
+from gateway.tests.access_stub import AccessCheckStub
 from mcpd.runtime.channels import open_channel
 from mcpd.runtime.config import GrpcSettings
 from mcpd.runtime.errors import (
@@ -149,6 +150,7 @@ class Upstream:
     collector: Collector
     channel: grpc.aio.Channel
     asked_for: list[str]
+    access: AccessCheckStub
 
     def channel_for(self, service: str) -> grpc.aio.Channel:
         self.asked_for.append(service)
@@ -164,13 +166,14 @@ async def running_collector() -> AsyncIterator[Upstream]:
     """The collector on a free port, reached through a production channel (interceptors and
     all)."""
     collector = Collector()
-    server = grpc.aio.server(interceptors=[ErrorInterceptor()])
+    access = AccessCheckStub()
+    server = grpc.aio.server(interceptors=[ErrorInterceptor(), access])
     server.add_generic_rpc_handlers(collector.handlers())
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     channel = open_channel(f"127.0.0.1:{port}", GrpcSettings())
     try:
-        yield Upstream(collector, channel, [])
+        yield Upstream(collector, channel, [], access)
     finally:
         await channel.close()
         await server.stop(None)

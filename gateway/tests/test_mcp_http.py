@@ -18,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from cli.http_server import HttpServer
 from gateway.app import create_app
+from gateway.mcp.http import MAX_BODY_BYTES
 from gateway.tests.mcp_stub import CATALOG, TOOLS, Gateway, stub_gateway
 
 
@@ -171,6 +172,22 @@ async def test_a_header_that_cannot_travel_as_metadata_is_refused_in_band(
     assert result.structured_content["error"]["code"] == "invalid_request"
     assert result.structured_content["error"]["details"]["field"] == "authorization"
     assert gateway.servicer.calls == []
+
+
+async def test_a_body_over_the_limit_is_refused_before_it_is_parsed(gateway: Gateway) -> None:
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "open"}}
+    oversized = json.dumps({**call, "padding": "x" * MAX_BODY_BYTES})
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(timeout=30) as http:
+        response = await http.post(gateway.url, content=oversized, headers=headers)
+        assert response.status_code == 413
+        assert response.json()["error"]["message"] == (
+            f"the request body exceeds {MAX_BODY_BYTES} bytes"
+        )
+        # Within the limit, the same transport serves the same call: only this one went upstream.
+        response = await http.post(gateway.url, content=json.dumps(call), headers=headers)
+        assert response.status_code == 200, response.text
+    assert [c.rpc for c in gateway.servicer.calls] == ["Open"]
 
 
 async def test_an_unreachable_query_service_is_a_backend_failure() -> None:

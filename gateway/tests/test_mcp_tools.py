@@ -66,6 +66,7 @@ async def mcp_url(stores: Stores) -> AsyncIterator[str]:
     )
     security = await build_security(SecuritySettings(), stores.control, clock, ["127.0.0.1:0"])
     async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(security.close)
         server = await stack.enter_async_context(
             GrpcServer(
                 "127.0.0.1:0", registrations, GrpcSettings(), interceptors=[security.interceptor]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -428,6 +429,60 @@ async def test_a_large_body_is_decoded_off_the_event_loop(
         assert response.status_code == 200, response.content
     assert [e.request for e in otlp_upstream.collector.exports] == [sent, small]
     assert offloaded == ["_decode"]  # the large one only; the 150 spans are under the limit
+
+
+async def test_the_credential_is_checked_before_the_body_is_read(
+    client: httpx.AsyncClient, otlp_upstream: Upstream
+) -> None:
+    # A body that is not gzip at all: a caller without a valid key learns only that.
+    headers = {**PROTOBUF, "content-encoding": "gzip", "authorization": "Bearer wrong"}
+    response = await client.post("/v1/traces", content=b"not gzip at all", headers=headers)
+    assert_status(response, 401, code_pb2.UNAUTHENTICATED, "UNKNOWN_KEY")
+    assert otlp_upstream.access.checks == [TRACES.grpc_path]
+    assert otlp_upstream.collector.exports == []
+
+
+async def test_a_granted_credential_is_checked_once_per_interval(
+    client: httpx.AsyncClient, otlp_upstream: Upstream
+) -> None:
+    for key in ("one", "one", "two", "one"):
+        headers = {**PROTOBUF, "authorization": f"Bearer {key}"}
+        response = await client.post("/v1/traces", content=b"", headers=headers)
+        assert response.status_code == 200, response.content
+    response = await client.post("/v1/logs", content=b"", headers=PROTOBUF)
+    assert response.status_code == 200, response.content
+    # Per method and credential; the exports themselves all went through.
+    assert otlp_upstream.access.checks == [TRACES.grpc_path, TRACES.grpc_path, LOGS.grpc_path]
+    assert len(otlp_upstream.collector.exports) == 5
+
+
+def many_empty_members(size: int) -> bytes:
+    member = gzip.compress(b"")
+    return member * (size // len(member))
+
+
+@pytest.mark.parametrize("key", ["wrong", "right"])
+async def test_many_gzip_members_at_the_size_limit_are_refused_cheaply(
+    otlp_upstream: Upstream, key: str
+) -> None:
+    limit = gateway.otlp.MAX_BODY_BYTES
+    body = many_empty_members(limit)
+    app = otlp_upstream.app(default_deadline_s=5.0)
+    transport = httpx.ASGITransport(app=app)
+    headers = {**PROTOBUF, "content-encoding": "gzip", "authorization": f"Bearer {key}"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+        began = time.process_time()
+        response = await client.post("/v1/traces", content=body, headers=headers)
+        spent = time.process_time() - began
+    if key == "wrong":
+        assert_status(response, 401, code_pb2.UNAUTHENTICATED, "UNKNOWN_KEY")
+    else:
+        status = assert_status(response, 400, code_pb2.INVALID_ARGUMENT, "MALFORMED_GZIP")
+        assert "more than 64 members" in status.message
+    # CPU of this process (the gateway is in it), not wall time: inflating member after member
+    # by copying the rest of the body each time took minutes at this size.
+    assert spent < 2.0, spent
+    assert otlp_upstream.collector.exports == []
 
 
 @pytest.mark.parametrize("headers", [PROTOBUF, JSON])

@@ -9,6 +9,8 @@ from typing import Any
 import grpc.aio
 import httpx
 import pytest
+from starlette.applications import Starlette
+from starlette.types import Message
 
 from gateway.app import create_app
 from gateway.tests.conftest import CAPABILITIES, Upstream, trace_json
@@ -283,6 +285,15 @@ async def test_upstream_error_keeps_reason_and_field(client: httpx.AsyncClient) 
     assert error["message"] == "no trace missing in this project"
 
 
+async def test_an_upstream_retry_delay_is_a_retry_after(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/api/ingest", json={"spans": [], "ingest_key": "busy"})
+    assert_error(response, 429, "RESOURCE_EXHAUSTED")
+    assert response.headers["retry-after"] == "2"  # 1.5 s, in whole seconds rounded up
+    answered = await client.post("/v1/api/ingest", json={"spans": []})
+    assert answered.status_code == 200
+    assert "retry-after" not in answered.headers
+
+
 async def test_unimplemented_rpc_is_501(client: httpx.AsyncClient) -> None:
     response = await client.get("/v1/api/runs")
     error = assert_error(response, 501, "UNIMPLEMENTED")
@@ -377,7 +388,128 @@ async def test_oversized_body_is_413() -> None:
     assert_error(response, 413, "RESOURCE_EXHAUSTED", "BODY_TOO_LARGE")
 
 
+INGEST = "/mcpd.ingest.v1.IngestService/Ingest"
+
+
+async def test_a_body_is_read_only_after_the_credential_is_checked(
+    client: httpx.AsyncClient, upstream: Upstream
+) -> None:
+    # Not JSON at all: a caller without a valid key is refused for the key, not the body.
+    for key, http, status in (("wrong", 401, "UNAUTHENTICATED"), ("forbidden", 403, None)):
+        response = await client.post(
+            "/v1/api/ingest", content=b"{not json", headers={"authorization": f"Bearer {key}"}
+        )
+        assert_error(response, http, status or "PERMISSION_DENIED")
+    assert upstream.access.checks == [INGEST, INGEST]
+    assert upstream.seen.requests == []
+    # A granted key is checked once, then its calls go through; a body of a granted key that is
+    # not JSON is the gateway's 400, as before.
+    granted = {"authorization": "Bearer granted"}
+    for _ in range(2):
+        response = await client.post("/v1/api/ingest", json={"spans": []}, headers=granted)
+        assert response.status_code == 200, response.text
+    response = await client.post("/v1/api/ingest", content=b"{not json", headers=granted)
+    assert_error(response, 400, "INVALID_ARGUMENT", "MALFORMED_JSON")
+    assert upstream.access.checks == [INGEST, INGEST, INGEST]
+    assert len(upstream.seen.requests) == 2
+
+
+async def test_a_request_without_a_body_is_not_checked_separately(
+    client: httpx.AsyncClient, upstream: Upstream
+) -> None:
+    response = await client.get("/v1/api/capabilities", headers={"authorization": "Bearer x"})
+    assert response.status_code == 200
+    assert upstream.access.checks == []  # the call itself is checked by the service
+
+
 async def test_absurdly_nested_json_is_400_not_500(client: httpx.AsyncClient) -> None:
     body = b'{"spans": [{"input": ' + b"[" * 200_000 + b"]" * 200_000 + b"}]}"
     response = await client.post("/v1/api/ingest", content=body)
     assert_error(response, 400, "INVALID_ARGUMENT", "MALFORMED_JSON")
+
+
+# --- refusals quote a few hundred characters at most --------------------------------------------
+
+HUGE = "x" * 2_000_000
+# Far less than what the refusals below would be if they echoed the value.
+SMALL_BODY = 2048
+
+
+async def _get_raw(app: Starlette, path: str, query: bytes) -> httpx.Response:
+    """GET through the ASGI app itself: HTTP clients refuse to build a URL this long."""
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": query,
+        "headers": [(b"host", b"gateway")],
+        "client": ("127.0.0.1", 50000),
+        "server": ("gateway", 80),
+    }
+    await app(scope, receive, send)
+    (start,) = (message for message in sent if message["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return httpx.Response(start["status"], headers=start["headers"], content=body)
+
+
+@pytest.mark.parametrize(
+    ("parameter", "field"), [("from", "from"), ("status", "status[0]"), ("limit", "limit")]
+)
+async def test_a_huge_query_value_is_quoted_not_echoed(
+    app: Starlette, parameter: str, field: str
+) -> None:
+    response = await _get_raw(app, "/v1/api/traces", f"{parameter}={HUGE}".encode())
+
+    error = assert_error(response, 400, "INVALID_ARGUMENT")
+    assert len(response.content) < SMALL_BODY
+    assert error["field"] == field
+    assert error["message"].startswith(f"{field}: ")
+
+
+async def test_a_huge_unknown_query_parameter_is_not_echoed(app: Starlette) -> None:
+    response = await _get_raw(app, "/v1/api/traces", f"{HUGE}=1".encode())
+
+    error = assert_error(response, 400, "INVALID_ARGUMENT", "UNKNOWN_PARAMETER")
+    assert len(response.content) < SMALL_BODY
+    assert error["field"].startswith("xxxx")
+
+
+@pytest.mark.parametrize(
+    ("span", "field"),
+    [
+        ({"start_time": HUGE}, "spans[0].start_time"),
+        ({"kind": HUGE}, "spans[0].kind"),
+        ({"duration_ns": HUGE}, "spans[0].duration_ns"),
+    ],
+    ids=["timestamp", "enum", "integer"],
+)
+async def test_a_huge_value_in_a_json_body_is_quoted_not_echoed(
+    client: httpx.AsyncClient, span: dict[str, Any], field: str
+) -> None:
+    response = await client.post("/v1/api/ingest", json={"spans": [span]})
+
+    error = assert_error(response, 400, "INVALID_ARGUMENT")
+    assert len(response.content) < SMALL_BODY
+    assert error["field"] == field
+    assert error["message"].startswith(f"{field}: ")
+
+
+async def test_a_huge_unknown_body_field_is_not_echoed(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/api/ingest", json={"spans": [{HUGE: 1}]})
+
+    error = assert_error(response, 400, "INVALID_ARGUMENT", codec.UNKNOWN_FIELD)
+    assert len(response.content) < SMALL_BODY
+    assert error["field"].startswith("spans[0].xxxx")

@@ -9,7 +9,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from cli.security import is_loopback
+from cli.role_names import ROLES
+from cli.security import is_loopback, listening_addresses
 from mcpd.auth.keys_file import load_keys_file
 from mcpd.runtime.errors import McpdError
 from scripts.deploy_checks.configuration import MountedFile, container_settings, mounted_file
@@ -52,9 +53,9 @@ def check_api_keys(objects: Sequence[Manifest]) -> list[str]:
                 continue
             keys_file = settings.security.keys_file
             if serves_grpc(workload, container) and keys_file is None:
-                listening = [settings.grpc_addr]
-                if role_of(workload) == ALL_IN_ONE:
-                    listening.append(settings.http_addr)
+                role = role_of(workload)
+                roles = list(ROLES) if role == ALL_IN_ONE else [str(role)]
+                listening = listening_addresses(settings, roles)
                 exposed = [address for address in listening if not is_loopback(address)]
                 if exposed:
                     errors.append(

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mcpd.model.v1 import telemetry_pb2
+from mcpd.model.v1 import enums_pb2, telemetry_pb2
+from mcpd.runtime.errors import MAX_MESSAGE_LENGTH, shortened
 from mcpd.signals.rows import AspectNoteRow, FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow
 
 
@@ -29,3 +30,13 @@ class IncomingBatch:
     aspect_notes: list[tuple[int, AspectNoteRow]] = field(default_factory=list)
     refused: list[telemetry_pb2.IngestError] = field(default_factory=list)
     ingest_key: str | None = None
+
+
+def refusal(
+    signal: enums_pb2.SignalType.ValueType, index: int, reason: Exception
+) -> telemetry_pb2.IngestError:
+    """The IngestError saying record `index` of `signal` was refused for `reason`, its message
+    no longer than any error's (`mcpd.runtime.errors`)."""
+    return telemetry_pb2.IngestError(
+        signal=signal, index=index, message=shortened(str(reason), MAX_MESSAGE_LENGTH)
+    )

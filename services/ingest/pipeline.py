@@ -7,19 +7,23 @@ HTTP), in this order for each record:
    does not reach is refused, never written elsewhere);
 2. validate and normalise (`validation`);
 3. redact every payload field and hash identities with the project's rules (`policies`);
-4. price spans and scores that carry usage but no producer cost;
-5. sample spans by the project's policy: kept, dropped (still counted as accepted: the
+4. hold the record to the per-record limits (`limits`): past them payloads are truncated and
+   excess attributes, events and links dropped, after redaction so no cut splits a secret;
+5. price spans and scores that carry usage but no producer cost;
+6. sample spans by the project's policy: kept, dropped (still counted as accepted: the
    sender did nothing wrong) or held durably for tail sampling.
 
 What survives is one SignalBatch, written through the group-commit writer; the result is
 returned only once it is durable. Per-record work runs in a worker thread: it may read
 policies and facet counts from storage, and keeps the event loop free for other requests.
+Receivers hold `admit` around all of it, from before they map a request (`admission`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -30,7 +34,9 @@ from mcpd.runtime.clock import Clock, epoch_nanos
 from mcpd.runtime.errors import McpdError
 from mcpd.signals.batch import SignalBatch
 from services.ingest import validation
-from services.ingest.incoming import IncomingBatch
+from services.ingest.admission import Admission
+from services.ingest.incoming import IncomingBatch, refusal
+from services.ingest.limits import RecordLimits
 from services.ingest.policies import ProjectPolicies, ProjectPolicy
 from services.ingest.tail import TailSampler
 from services.ingest.writer import BatchWriter
@@ -61,15 +67,24 @@ class IngestPipeline:
         clock: Clock,
         tail: TailSampler,
         label_values_seen: Callable[[str, str], int],
+        limits: RecordLimits,
+        admission: Admission,
         on_stored: Callable[[SignalBatch], None] | None = None,
     ) -> None:
+        self._admission = admission
         self._policies = policies
         self._writer = writer
         self._clock = clock
         self._tail = tail
+        self._limits = limits
         self._label_values_seen = label_values_seen
         # Told about every batch once it is durable (not replays): must be cheap and not raise.
         self._on_stored = on_stored
+
+    def admit(self, size: int) -> AbstractContextManager[None]:
+        """Take on a request of `size` bytes (as received) for the block, or refuse it at once
+        with ResourceExhausted when this process holds as much as it may."""
+        return self._admission.admit(size)
 
     async def ingest(self, incoming: IncomingBatch) -> telemetry_pb2.IngestResult:
         """Validate, prepare and durably store `incoming`; say what became of every record."""
@@ -91,7 +106,7 @@ class IngestPipeline:
         return result
 
     def prepare(self, incoming: IncomingBatch, principal: Principal) -> Prepared:
-        """The blocking half of `ingest`: validate, redact, price and sample `incoming` for
+        """The blocking half of `ingest`: validate, redact, limit, price and sample `incoming` for
         `principal`; the batch to write and the refusals. Run it in a worker thread."""
         now = _nanos(self._clock)
         batch = SignalBatch(key_project="", ingest_key=incoming.ingest_key, received_at=now)
@@ -125,10 +140,8 @@ class IngestPipeline:
                 row["project"] = project
                 policy = self._policies.get(project)
                 handle(prepared.batch, policy, row)
-            except (validation.InvalidRecordError, McpdError) as refusal:
-                prepared.errors.append(
-                    telemetry_pb2.IngestError(signal=signal, index=index, message=str(refusal))
-                )
+            except (validation.InvalidRecordError, McpdError) as reason:
+                prepared.errors.append(refusal(signal, index, reason))
                 continue
             prepared.valid += 1
             prepared.projects.add(project)
@@ -136,6 +149,7 @@ class IngestPipeline:
     def _span(self, batch: SignalBatch, policy: ProjectPolicy, row: Any) -> None:
         validation.check_span(row)
         policy.redact("span", row)
+        self._limits.fit_span(row)
         policy.price(row)
         row["received_at"] = batch.received_at
         row["ingest_key"] = batch.ingest_key
@@ -152,6 +166,7 @@ class IngestPipeline:
     def _log(self, batch: SignalBatch, policy: ProjectPolicy, row: Any) -> None:
         validation.check_log(row)
         policy.redact("log", row)
+        self._limits.fit_log(row)
         row["received_at"] = batch.received_at
         batch.logs.append(row)
 
@@ -165,6 +180,7 @@ class IngestPipeline:
     def _score(self, batch: SignalBatch, policy: ProjectPolicy, row: Any) -> None:
         validation.check_score(row)
         policy.redact("score", row)
+        self._limits.fit_score(row)
         policy.price(row)
         row["received_at"] = batch.received_at
         batch.scores.append(row)
@@ -172,12 +188,14 @@ class IngestPipeline:
     def _feedback(self, batch: SignalBatch, policy: ProjectPolicy, row: Any) -> None:
         validation.check_feedback(row)
         policy.redact("feedback", row)
+        self._limits.fit_feedback(row)
         row["received_at"] = batch.received_at
         batch.feedback.append(row)
 
     def _note(self, batch: SignalBatch, policy: ProjectPolicy, row: Any) -> None:
         validation.check_aspect_note(row)
         policy.redact("aspect_note", row)
+        self._limits.fit_note(row)
         row["received_at"] = batch.received_at
         batch.aspect_notes.append(row)
 

@@ -34,16 +34,8 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     async def Ingest(
         self, request: telemetry_pb2.IngestBatch, context: grpc.aio.ServicerContext[Any, Any]
     ) -> telemetry_pb2.IngestResult:
-        incoming = IncomingBatch(
-            spans=_rows(request.spans, messages.span_row),
-            logs=_rows(request.logs, messages.log_row),
-            metrics=_rows(request.metrics, messages.metric_row),
-            scores=_rows(request.scores, messages.score_row),
-            feedback=_rows(request.feedback, messages.feedback_row),
-            aspect_notes=_rows(request.aspect_notes, messages.aspect_note_row),
-            ingest_key=request.ingest_key if request.HasField("ingest_key") else None,
-        )
-        return await self._pipeline.ingest(incoming)
+        with self._pipeline.admit(request.ByteSize()):
+            return await self._pipeline.ingest(_incoming(request))
 
     async def CreateScore(
         self, request: telemetry_pb2.Score, context: grpc.aio.ServicerContext[Any, Any]
@@ -77,6 +69,18 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if result.errors:
             message = result.errors[0].message
             raise InvalidArgument(message, field=field_of(message))
+
+
+def _incoming(request: telemetry_pb2.IngestBatch) -> IncomingBatch:
+    return IncomingBatch(
+        spans=_rows(request.spans, messages.span_row),
+        logs=_rows(request.logs, messages.log_row),
+        metrics=_rows(request.metrics, messages.metric_row),
+        scores=_rows(request.scores, messages.score_row),
+        feedback=_rows(request.feedback, messages.feedback_row),
+        aspect_notes=_rows(request.aspect_notes, messages.aspect_note_row),
+        ingest_key=request.ingest_key if request.HasField("ingest_key") else None,
+    )
 
 
 def _rows(records: Iterable[Any], to_row: Callable[[Any], Row]) -> list[tuple[int, Row]]:

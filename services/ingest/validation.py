@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mcpd.runtime.errors import quoted
 from mcpd.signals.rows import (
     AspectNoteRow,
     FeedbackRow,
@@ -90,7 +91,7 @@ def _trace_id(value: str | None, field: str, *, required: bool) -> str | None:
     lowered = value.lower()
     if _HEX32.fullmatch(lowered) is None:
         raise InvalidRecordError(
-            f"{field} must be 32 hex characters (a 128-bit trace id), got {value[:40]!r}"
+            f"{field} must be 32 hex characters (a 128-bit trace id), got {quoted(value)}"
         )
     if lowered == _ZERO32:
         raise InvalidRecordError(f"{field} must not be all zeros")
@@ -105,7 +106,7 @@ def _span_id(value: str | None, field: str, *, required: bool) -> str | None:
     lowered = value.lower()
     if _HEX16.fullmatch(lowered) is None:
         raise InvalidRecordError(
-            f"{field} must be 16 hex characters (a 64-bit span id), got {value[:40]!r}"
+            f"{field} must be 16 hex characters (a 64-bit span id), got {quoted(value)}"
         )
     if lowered == _ZERO16:
         raise InvalidRecordError(f"{field} must not be all zeros")
@@ -132,7 +133,7 @@ def _time(value: int | None, field: str) -> int:
 def _finite(value: float | None, field: str) -> None:
     _present(value, field)
     assert value is not None
-    _require(math.isfinite(value), f"{field} must be a finite number, got {value!r}")
+    _require(math.isfinite(value), f"{field} must be a finite number, got {quoted(value)}")
 
 
 def check_span(row: SpanRow) -> None:
@@ -286,14 +287,16 @@ def check_feedback(row: FeedbackRow) -> None:
     _present(value, "value")
     match kind:
         case "thumbs":
-            _require(value in _THUMBS, f"value: thumbs feedback is 'up' or 'down', got {value!r}")
+            _require(
+                value in _THUMBS, f"value: thumbs feedback is 'up' or 'down', got {quoted(value)}"
+            )
         case "rating":
             _require(
                 isinstance(value, int | float) and not isinstance(value, bool),
-                f"value: rating feedback is a number, got {value!r}",
+                f"value: rating feedback is a number, got {quoted(value)}",
             )
         case "correction" | "tag" | "comment":
-            _require(isinstance(value, str), f"value: {kind} feedback is text, got {value!r}")
+            _require(isinstance(value, str), f"value: {kind} feedback is text, got {quoted(value)}")
     _time(row.get("timestamp"), "timestamp")
 
 

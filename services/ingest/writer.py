@@ -8,9 +8,10 @@ instead of one each. While a transaction runs, the next group gathers.
 
 When a group fails, the writer retries its batches one at a time, so one bad batch fails only
 its own request. The queue is bounded: past `max_pending_records` a request is refused with
-ResourceExhausted (HTTP 429, gRPC RESOURCE_EXHAUSTED; OTLP clients retry) instead of growing
-memory without limit. `lag()` reports the queue depth and the age of the oldest unwritten
-record (HealthStatus detail and the `mcpd.ingest.queue.*` metrics).
+ResourceExhausted and a retry delay (HTTP 429 with `Retry-After`, gRPC RESOURCE_EXHAUSTED with a
+RetryInfo; OTLP clients retry) instead of growing memory without limit; what waits before the
+queue is bounded by `services.ingest.admission`. `lag()` reports the queue depth and the age of
+the oldest unwritten record (HealthStatus detail and the `mcpd.ingest.queue.*` metrics).
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from dataclasses import dataclass
 
 from opentelemetry import metrics
 
-from mcpd.runtime.errors import ResourceExhausted, Unavailable
+from mcpd.runtime.errors import Unavailable
 from mcpd.signals.batch import IngestLag, SignalBatch
 from mcpd.storage.interfaces import TraceStore
+from services.ingest.admission import busy
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +96,7 @@ class BatchWriter:
             raise Unavailable("ingest is shutting down; retry against another replica")
         count = batch.record_count()
         if self._pending_records + count > self._max_pending and self._pending_records:
-            raise ResourceExhausted(
+            raise busy(
                 f"ingest queue is full ({self._pending_records} records waiting); retry later"
             )
         self.start()

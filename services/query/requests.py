@@ -17,7 +17,7 @@ from google.protobuf.descriptor import EnumDescriptor
 from mcpd.codec import enum_names
 from mcpd.model.v1 import enums_pb2
 from mcpd.query.v1 import query_service_pb2 as rpc
-from mcpd.runtime.errors import InvalidArgument
+from mcpd.runtime.errors import InvalidArgument, quoted
 from mcpd.signals import messages
 from mcpd.signals.queries import (
     LOG_LEVELS,
@@ -152,7 +152,8 @@ def group_by(request: Any) -> str | None:
     value = optional(request, "group_by")
     if value is not None and value not in GROUP_BY:
         raise InvalidArgument(
-            f"group_by: {value!r} is not a dimension; choose from " + ", ".join(sorted(GROUP_BY)),
+            f"group_by: {quoted(value)} is not a dimension; choose from "
+            + ", ".join(sorted(GROUP_BY)),
             field="group_by",
         )
     return value if value is None else str(value)
@@ -285,7 +286,7 @@ def _trace_order(order_by: str | None) -> tuple[str, bool]:
     if column is None:
         choices = ", ".join(TRACE_ORDER_COLUMNS)
         raise InvalidArgument(
-            f"order_by: {order_by!r} is not an ordering; choose from {choices}, "
+            f"order_by: {quoted(order_by)} is not an ordering; choose from {choices}, "
             "optionally prefixed with - for descending",
             field="order_by",
         )

@@ -14,11 +14,18 @@ from google.api import httpbody_pb2
 from google.protobuf.struct_pb2 import Struct
 
 from mcpd import codec
+from mcpd.auth.principal import current_principal
 from mcpd.codec import enum_names
 from mcpd.model.v1 import enums_pb2, query_pb2, telemetry_pb2
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
 from mcpd.runtime.clock import Clock, epoch_nanos
-from mcpd.runtime.errors import InvalidArgument, NotFound, ResourceExhausted
+from mcpd.runtime.errors import (
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    quoted,
+)
 from mcpd.signals import messages, series
 from mcpd.signals.queries import ErasureSubject, Page, Window
 from mcpd.storage.interfaces import TraceStore
@@ -200,8 +207,8 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         )
         if len(points) > MAX_METRIC_POINTS:
             raise ResourceExhausted(
-                f"the window holds more than {MAX_METRIC_POINTS:,} points of {request.name!r}; "
-                "narrow it",
+                f"the window holds more than {MAX_METRIC_POINTS:,} points of"
+                f" {quoted(request.name)}; narrow it",
                 field="from",
             )
         answer = series.aggregate(
@@ -399,9 +406,19 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         ],
     ) -> query_service_pb2.ListAuditEventsResponse:
         # The auth interceptor has resolved request.project against the caller's grant.
+        project = request.project
+        if request.unattributed:
+            if not current_principal().is_operator:
+                raise PermissionDenied(
+                    "refusals that name no project are the operator's to read: use a key "
+                    "declared in the keys file",
+                    field="unattributed",
+                    reason="OPERATOR_REQUIRED",
+                )
+            project = ""  # what refusals before any request was read are filed under
         page = await asyncio.to_thread(
             self._audit.list_audit,
-            request.project,
+            project,
             cursor=request.cursor if request.HasField("cursor") else None,
             limit=request.limit if request.HasField("limit") else DEFAULT_AUDIT_PAGE,
         )
@@ -475,7 +492,7 @@ async def _one_trace(
     unknown = sorted(include - TRACE_INCLUDES)
     if unknown:
         raise InvalidArgument(
-            f"include: unknown value {unknown[0]!r}; choose from "
+            f"include: unknown value {quoted(unknown[0])}; choose from "
             + ", ".join(sorted(TRACE_INCLUDES)),
             field="include",
         )

@@ -4,7 +4,10 @@ Python SDK exporters over OTLP/gRPC (port 4317) and OTLP/HTTP protobuf (/v1/trac
 /v1/metrics); the JavaScript SDK's exporters over OTLP/HTTP JSON (tests/e2e/otlp_js: the Python
 SDK ships no JSON exporter). Each sends GenAI-instrumented spans, a log record and metrics;
 the trace is read back over REST with its kinds, usage details, cost and correlation, and the
-metric points are read from the store.
+metric points are read from the store. Oversized spans, over OTLP/HTTP and over the native REST
+route beside it, are read back truncated to the per-record limits.
+
+The tests share one daemon: each sends its own services and traces.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +34,14 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanLimits, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode
 from sqlalchemy import create_engine, text
 
 from mcpd.testing.daemon import DaemonProcess
 from tests.e2e.conftest import INGEST_WORKERS
+from tests.e2e.ingest_payloads import T0, T1, new_span_id, new_trace_id
 
 pytestmark = pytest.mark.e2e
 
@@ -50,9 +54,9 @@ RESOURCE = {
 }
 
 
-@pytest.fixture
-async def daemon() -> AsyncIterator[DaemonProcess]:
-    async with DaemonProcess(ingest_workers=INGEST_WORKERS) as running:
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[DaemonProcess]:
+    with DaemonProcess(ingest_workers=INGEST_WORKERS) as running:
         yield running
 
 
@@ -281,3 +285,136 @@ async def test_javascript_sdk_json_exporters_round_trip(
         ("gen_ai.client.operation.count", "gauge"),
         ("gen_ai.client.token.usage", "histogram"),
     ]
+
+
+# --- per-record limits --------------------------------------------------------------------------
+
+# Five times the default payload limit of a record (1 MiB), well within the request size limits.
+OVERSIZED = 5 * 1024 * 1024
+PAYLOAD_LIMIT = 1024 * 1024
+SPAN_PAYLOAD = ("input", "output", "attributes", "metadata", "error", "links")
+
+
+def _compact(value: Any) -> str:
+    """`value` as the stores keep it: compact JSON text."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _stored_size(value: Any) -> int:
+    return len(_compact(value).encode())
+
+
+async def _read_spans(daemon: DaemonProcess, trace_id: str) -> list[dict[str, Any]]:
+    async with httpx.AsyncClient(base_url=daemon.http_url, timeout=60) as http:
+        answer = await http.get(f"/v1/api/traces/{trace_id}")
+    assert answer.status_code == 200, answer.text
+    # A head of the payload came back, not the payload.
+    assert len(answer.content) < 2 * PAYLOAD_LIMIT
+    spans: list[dict[str, Any]] = answer.json()["spans"]
+    return spans
+
+
+def _assert_truncated(span: dict[str, Any], original: Any) -> None:
+    """The span's input is the marker of `original`, and its payload fits the limit."""
+    marker = span["input"]
+    assert marker["truncated"] is True
+    assert marker["original_bytes"] == _stored_size(original)
+    text = original if isinstance(original, str) else _compact(original)
+    assert text.startswith(marker["head"])
+    # The payload fields, sized as the limit sizes them (a JSON array of them): the head fills
+    # what the rest leaves.
+    payload = _stored_size([span.get(name) for name in SPAN_PAYLOAD])
+    assert PAYLOAD_LIMIT - 256 < payload <= PAYLOAD_LIMIT
+
+
+async def test_an_oversized_native_span_is_stored_truncated_with_the_rest_intact(
+    daemon: DaemonProcess,
+) -> None:
+    trace_id = new_trace_id()
+    log_lines = "GET /orders/42 200 12ms\n" * (OVERSIZED // 24)
+    # One key per object: a document's key order is not kept on the way through protobuf.
+    prompt = {"messages": [{"content": f"summarise this log:\n{log_lines}"}]}
+    answer_text = {"role": "assistant", "content": "every request succeeded"}
+    span = {
+        "trace_id": trace_id,
+        "span_id": new_span_id(),
+        "name": "chat gpt-4o",
+        "kind": "model_inference",
+        "status": "ok",
+        "start_time": T0,
+        "end_time": T1,
+        "model": "gpt-4o",
+        "provider": "openai",
+        "usage": {"input_tokens": 1_200_000, "output_tokens": 4},
+        "input": prompt,
+        "output": answer_text,
+        "attributes": {"http.route": "/summarise"},
+        "correlation": {"project": "", "service_name": "limits-native"},
+    }
+    async with httpx.AsyncClient(base_url=daemon.http_url, timeout=60) as http:
+        answer = await http.post("/v1/api/ingest", json={"spans": [span]})
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"accepted": 1, "rejected": 0, "duplicate": 0, "errors": []}
+
+    (stored,) = await _read_spans(daemon, trace_id)
+
+    _assert_truncated(stored, prompt)
+    assert stored["attributes"] == {
+        "http.route": "/summarise",
+        "mcpd.truncated": {"fields": {"input": _stored_size(prompt)}},
+    }
+    assert stored["output"] == answer_text
+    assert (stored["name"], stored["kind"], stored["status"]) == (
+        "chat gpt-4o",
+        "model_inference",
+        "ok",
+    )
+    assert (stored["start_time"], stored["end_time"]) == (T0, T1)
+    assert stored["usage"]["input_tokens"] == 1_200_000
+    assert stored["cost"]["is_estimated"] is True
+    assert stored["correlation"]["service_name"] == "limits-native"
+
+
+def _emit_oversized_span(exporter: Any, text: str) -> str:
+    """One span through the Python SDK whose input, attributes and events are all past the
+    default limits (the SDK's own limits raised so it sends them); its trace id (hex)."""
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "limits-otlp"}),
+        span_limits=SpanLimits(max_span_attributes=200, max_events=200),
+    )
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    attributes: dict[str, Any] = {"input.value": text, "output.value": "3 documents"}
+    attributes |= {f"app.field.{n}": n for n in range(140)}
+    with provider.get_tracer("retriever").start_as_current_span(
+        "retrieve documents", attributes=attributes
+    ) as span:
+        for n in range(140):
+            span.add_event(f"step {n}")
+        trace_id = format(span.get_span_context().trace_id, "032x")
+    provider.shutdown()
+    return trace_id
+
+
+async def test_an_oversized_otlp_span_is_stored_truncated_with_its_counts_cut(
+    daemon: DaemonProcess,
+) -> None:
+    text = "retrieved passage. " * (OVERSIZED // 19)
+    exporter = HttpSpans(endpoint=f"{daemon.http_url}/v1/traces", timeout=60)
+    trace_id = await asyncio.to_thread(_emit_oversized_span, exporter, text)
+
+    (stored,) = await _read_spans(daemon, trace_id)
+
+    _assert_truncated(stored, text)
+    assert stored["output"] == "3 documents"
+    attributes = stored["attributes"]
+    assert attributes.pop("mcpd.truncated") == {
+        "fields": {"input": _stored_size(text)},
+        "dropped_attributes": 12,
+        "dropped_events": 12,
+    }
+    events = attributes.pop("otel.events")
+    assert [event["name"] for event in events] == [f"step {n}" for n in range(128)]
+    assert attributes == {"otel.scope.name": "retriever"} | {
+        f"app.field.{n}": n for n in range(128)
+    }
+    assert (stored["name"], stored["status"]) == ("retrieve documents", "unset")

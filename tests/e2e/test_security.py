@@ -5,9 +5,11 @@ A real daemon holds keys of every scope in two projects (the keys file) and acce
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,9 +18,11 @@ import grpc
 import httpx
 import pytest
 
+from mcpd.auth.tokens import audit_id
 from mcpd.model.v1 import enums_pb2
 from mcpd.testing.daemon import DaemonProcess
 from tests.contract.api_surface import methods
+from tests.e2e.mcp_client import http_session
 from tests.e2e.security_fixture import (
     MULTI_PROJECT_READ,
     call_grpc,
@@ -40,6 +44,8 @@ PASSWORD = "correct horse battery staple"
 
 
 BETA_MARKER = "beta-only-row-7c1d"
+# Short, so a test sees a window's counted refusals written without waiting a minute.
+AUDIT_WINDOW_S = 2.0
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +56,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
         "MCPD_SECURITY_KEYS_FILE": str(keys),
         "MCPD_SECURITY_SIGNUP": "true",
         "MCPD_DATA_DIR": str(data_dir),
+        "MCPD_SECURITY_AUDIT_AGGREGATE_WINDOW_S": str(AUDIT_WINDOW_S),
     }
     # Project beta has a row in every table before the daemon starts.
     subprocess.run([_mcpd(), "migrate"], env={**os.environ, **env}, check=True, timeout=60)
@@ -273,6 +280,107 @@ async def test_payload_reads_and_deletes_are_audited_allowed_and_refused(
     async with httpx.AsyncClient(base_url=daemon.http_url) as http:
         beta = await _audit(http, "beta")
     assert all(event["project"] == "beta" for event in beta)
+
+
+async def test_deltas_and_mcp_session_search_are_audited_as_payload_reads(
+    daemon: DaemonProcess,
+) -> None:
+    # Both return stored payloads (span input and output; transcript snippets).
+    reader = {"authorization": f"Bearer {key_secret('alpha', 'read')}"}
+    async with httpx.AsyncClient(base_url=daemon.http_url) as http:
+        before = {e["audit_id"] for e in await _audit(http, "alpha")}
+        deltas = await http.get("/v1/api/deltas", params={"signal": "spans"}, headers=reader)
+        assert deltas.status_code == 200, deltas.text
+        async with http_session(daemon, reader) as session:
+            found = await session.call_tool("search_sessions", {"query": "anything"})
+        assert found.is_error is False
+        new = [e for e in await _audit(http, "alpha") if e["audit_id"] not in before]
+    principal = audit_id(key_secret("alpha", "read"))
+    rows = {
+        (e["action"], e["result"], e["principal"], e["project"], e["source"], e["count"])
+        for e in new
+    }
+    # The gateway states the REST and MCP client's address.
+    assert ("list_deltas", "allowed", principal, "alpha", "127.0.0.1", 1) in rows
+    assert ("search_sessions", "allowed", principal, "alpha", "127.0.0.1", 1) in rows
+
+
+def test_a_flood_of_refusals_writes_a_bounded_number_of_counted_rows(
+    daemon: DaemonProcess,
+) -> None:
+    bad = "mcpd_k_flood_0123456789abcdef0123456789"
+    started = time.monotonic()
+    with httpx.Client(base_url=daemon.http_url) as http:
+        for _ in range(FLOOD):
+            refused = http.get(
+                "/v1/api/spans",
+                params={"project": "alpha"},
+                headers={"authorization": f"Bearer {bad}"},
+            )
+            assert refused.status_code == 401
+    windows = math.ceil((time.monotonic() - started) / AUDIT_WINDOW_S) + 1
+    # Refused before the request was read: filed under no project, read as the operator.
+    deadline = time.monotonic() + 30 + AUDIT_WINDOW_S
+    rows = _audit_rows_of(daemon, audit_id(bad))
+    while sum(row["count"] for row in rows) < FLOOD and time.monotonic() < deadline:
+        time.sleep(0.2)  # until the last window has closed and its counted row is written
+        rows = _audit_rows_of(daemon, audit_id(bad))
+    assert sum(row["count"] for row in rows) == FLOOD
+    # One row at once and one counted row per window at most (without: one row per request).
+    assert len(rows) <= 2 * windows < FLOOD
+    assert {(r["action"], r["source"], r["reason"], r["result"]) for r in rows} == {
+        ("list_spans", "127.0.0.1", "UNKNOWN_CREDENTIALS", "refused")
+    }
+
+
+FLOOD = 500
+
+
+def _audit_rows_of(daemon: DaemonProcess, principal: str) -> list[dict[str, Any]]:
+    """The unattributed audit rows of `principal`, read as the operator reads them."""
+    rows: list[dict[str, Any]] = []
+    cursor = None
+    with httpx.Client(base_url=daemon.http_url) as http:
+        while True:
+            params = {
+                "unattributed": "true",
+                "limit": "1000",
+                **({"cursor": cursor} if cursor else {}),
+            }
+            page = http.get(
+                "/v1/api/audit",
+                params=params,
+                headers={"authorization": f"Bearer {key_secret('alpha', 'admin')}"},
+            )
+            assert page.status_code == 200, page.text
+            body = page.json()
+            rows += [event for event in body["events"] if event["principal"] == principal]
+            if not body["page"]["has_more"]:
+                return rows
+            cursor = body["page"]["next_cursor"]
+
+
+def test_only_an_operator_reads_the_unattributed_refusals(
+    daemon: DaemonProcess, session_token: str
+) -> None:
+    with httpx.Client(base_url=daemon.http_url) as http:
+        created = http.post(
+            "/v1/api/account/keys",
+            json={"name": "audit", "scope": "admin"},
+            headers={"authorization": f"Bearer {session_token}"},
+        )
+        assert created.status_code == 200, created.text
+        account_admin = created.json()["secret"]
+        refused = http.get(
+            "/v1/api/audit",
+            params={"unattributed": "true"},
+            headers={"authorization": f"Bearer {account_admin}"},
+        )
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["reason"] == "OPERATOR_REQUIRED"
+        # The same key reads its own project's log.
+        own = http.get("/v1/api/audit", headers={"authorization": f"Bearer {account_admin}"})
+        assert own.status_code == 200, own.text
 
 
 async def test_audit_pages_newest_first_without_gaps(daemon: DaemonProcess) -> None:

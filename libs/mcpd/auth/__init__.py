@@ -22,7 +22,7 @@ if TYPE_CHECKING:
         scope_name,
         scope_satisfies,
     )
-    from mcpd.auth.audit import AuditSink, StoreAuditSink
+    from mcpd.auth.audit import AggregatingAuditSink, AuditSink, StoreAuditSink
     from mcpd.auth.authenticator import Authenticator, CredentialStore
     from mcpd.auth.interceptor import AuthInterceptor
     from mcpd.auth.keys_file import ConfiguredKey, load_keys_file
@@ -59,6 +59,7 @@ _MODULES = {
     "ALL_SCOPES": "mcpd.auth.access",
     "ANONYMOUS": "mcpd.auth.principal",
     "AccessRule": "mcpd.auth.access",
+    "AggregatingAuditSink": "mcpd.auth.audit",
     "AuditSink": "mcpd.auth.audit",
     "AuthInterceptor": "mcpd.auth.interceptor",
     "Authenticator": "mcpd.auth.authenticator",
@@ -99,6 +100,7 @@ __all__ = [
     "ALL_SCOPES",
     "ANONYMOUS",
     "AccessRule",
+    "AggregatingAuditSink",
     "AuditSink",
     "AuthInterceptor",
     "Authenticator",

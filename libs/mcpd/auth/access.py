@@ -4,6 +4,12 @@ The rules come from the generated descriptors of every `*_service_pb2` module un
 a new RPC is protected the day its proto lands: an RPC without an access option, or with one
 that grants nothing coherent, stops the process at start-up instead of answering unguarded.
 
+Audit is decided the same way. Fields that carry stored payload (prompts, completions, tool
+output, log text) are marked `(mcpd.model.v1.payload)` in the protos; an RPC whose response
+reaches a marked field, at any depth, must either audit its allowed calls (`audit_action`) or
+say why not (`unaudited_because`), or the process does not start. A `google.api.HttpBody`
+response is rendered data the walk cannot see into, so it counts as payload.
+
 The OpenTelemetry collector services (OTLP `Export` for traces, logs and metrics) are not mcpd
 protos and carry no option; their one rule, scope ingest, is declared here (`OTLP_RULES`).
 """
@@ -20,13 +26,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TypeAlias
 
-from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
+from google.protobuf.descriptor import Descriptor, MethodDescriptor, ServiceDescriptor
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 import mcpd
-from mcpd.model.v1 import enums_pb2
+from mcpd.model.v1 import enums_pb2, payload_pb2
 from mcpd.options.v1 import access_pb2
 
 # The enum's value type, under the spec's name.
@@ -50,6 +56,8 @@ _ADMIN_ALSO_GRANTS = frozenset({enums_pb2.KEY_SCOPE_EXECUTE, enums_pb2.KEY_SCOPE
 
 _SERVICE_MODULE_SUFFIX = "_service_pb2"
 _VERSION = re.compile(r"v[0-9]+")
+# Responses whose bytes were rendered from stored rows before they left the service.
+_OPAQUE_MESSAGES = frozenset({"google.api.HttpBody"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +66,8 @@ class AccessRule:
 
     `method` is the proto full name (`mcpd.query.v1.QueryService.GetTrace`). Exactly one of
     `open`, `session` or a `scope` says who may call; `audit_action` is non-empty when allowed
-    calls are audited too (refused calls always are).
+    calls are audited too (refused calls always are); `unaudited_because` is the declared reason
+    a method whose response carries payload is not.
     """
 
     method: str
@@ -66,6 +75,7 @@ class AccessRule:
     open: bool = False
     session: bool = False
     audit_action: str = ""
+    unaudited_because: str = ""
 
     @property
     def endpoint_id(self) -> str:
@@ -162,13 +172,64 @@ def _rule(method: MethodDescriptor) -> AccessRule:
         raise ValueError(
             f"{method.full_name}: the access option must set exactly one of open, session, scope"
         )
+    _check_audit_decision(method, access)
     return AccessRule(
         method=method.full_name,
         scope=access.scope,
         open=access.open,
         session=access.session,
         audit_action=access.audit_action,
+        unaudited_because=access.unaudited_because,
     )
+
+
+def _check_audit_decision(method: MethodDescriptor, access: access_pb2.Access) -> None:
+    """ValueError unless a method returning payload decides about audit, and coherently."""
+    name = method.full_name
+    if access.audit_action and access.unaudited_because:
+        raise ValueError(f"{name}: the access option sets both audit_action and unaudited_because")
+    if access.open and access.audit_action:
+        # The interceptor lets open methods through untouched: the row would never be written.
+        raise ValueError(f"{name}: an open method cannot be audited")
+    payload = payload_path(method.output_type)
+    if payload is None:
+        if access.unaudited_because:
+            # A stale exemption would hide the day the response stops carrying payload.
+            raise ValueError(f"{name} returns no stored payload, so unaudited_because excuses none")
+        return
+    if not access.audit_action and not access.unaudited_because:
+        raise ValueError(
+            f"{name} returns stored payload ({payload}): its access option must set audit_action "
+            "or unaudited_because"
+        )
+
+
+def payload_path(message: Descriptor) -> str | None:
+    """Where `message` first reaches stored payload, as `<message>.<field>.<field>...`
+    (`mcpd.model.v1.DeltaResponse.spans.input`); None when it never does."""
+    path = _payload_fields(message, set())
+    if path is None:
+        return None
+    return ".".join([message.full_name, *path])
+
+
+def _payload_fields(message: Descriptor, seen: set[str]) -> list[str] | None:
+    """The field names from `message` down to a payload field, depth first; None when there is
+    none. `seen` holds the messages already reached, each walked once: they recur (Value holds
+    Struct holds Value), and one walk from the root still reaches everything reachable."""
+    if message.full_name in _OPAQUE_MESSAGES:
+        return []
+    seen.add(message.full_name)
+    for field in message.fields:
+        if field.GetOptions().Extensions[payload_pb2.payload]:
+            return [field.name]
+        nested = field.message_type  # maps arrive here too, as their entry message
+        if nested is None or nested.full_name in seen:
+            continue
+        below = _payload_fields(nested, seen)
+        if below is not None:
+            return [field.name, *below]
+    return None
 
 
 def _mcpd_services() -> list[ServiceDescriptor]:

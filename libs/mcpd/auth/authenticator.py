@@ -6,7 +6,9 @@ account session token. Only digests are compared; the token itself is never stor
 Without a token the answer depends on local mode: while no configured key, no account and no
 unrevoked key exist, the caller is the anonymous principal of the local project; once any exists,
 every request needs credentials. The switch is one way within a process: after credentials have
-been seen, revoking them all does not reopen the daemon (restart it for that, on purpose).
+been seen, revoking them all does not reopen the daemon (restart it for that, on purpose). Local
+mode serves loopback callers only: a gateway states the address of the client it relays, and a
+client from any other address needs credentials, whatever addresses the gateway listens on.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from mcpd.auth.access import ALL_SCOPES, parse_scope
 from mcpd.auth.keys_file import ConfiguredKey
+from mcpd.auth.metadata import is_loopback_host
 from mcpd.auth.principal import ANONYMOUS, Principal, PrincipalKind
 from mcpd.auth.tokens import audit_id, digest, digests_equal
 from mcpd.runtime.clock import Clock
@@ -86,14 +89,16 @@ class Authenticator:
             return False
         return True
 
-    async def authenticate(self, token: str | None) -> Principal:
-        """The principal for `token` (None or empty: no credentials presented).
+    async def authenticate(self, token: str | None, *, source: str = "") -> Principal:
+        """The principal for `token` (None or empty: no credentials presented) of a caller at
+        `source` (the client address a gateway stated; empty for a direct caller, whom the
+        loopback-only listening rule already confines).
 
         Raises Unauthenticated with reason CREDENTIALS_REQUIRED, UNKNOWN_CREDENTIALS,
         KEY_REVOKED or SESSION_EXPIRED.
         """
         if not token:
-            if await self.local_mode():
+            if (not source or is_loopback_host(source)) and await self.local_mode():
                 return self._anonymous
             raise Unauthenticated(
                 "credentials required: send 'authorization: Bearer <key>'",

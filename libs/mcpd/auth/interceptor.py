@@ -1,16 +1,21 @@
 """The one gRPC enforcement point: authentication, scopes, the project selector, and audit.
 
 `AuthInterceptor` runs after the `ErrorInterceptor` (which `GrpcServer` puts first), so the
-errors raised here reach callers as statuses with an ErrorInfo reason. For every mcpd RPC it
-wraps the handler so that, before the servicer runs:
+errors raised here reach callers as statuses with an ErrorInfo reason. For every mcpd RPC:
 
-1. the `authorization: Bearer <token>` metadata is read (open RPCs stop here: they ignore it);
-2. the token (or its absence, in local mode) becomes a Principal;
-3. the RPC's access rule (from its proto option) is checked;
-4. a top-level string `project` field of the request is resolved by the selector rule and the
-   resolved project is written back into the request, so handlers read one trusted value;
-5. refusals are audited for every RPC, allowed calls for RPCs that declare an `audit_action`;
-6. the principal is bound for `current_principal()` and unbound when the handler ends.
+1. before the request is read, from the call's metadata alone, the `authorization: Bearer
+   <token>` metadata becomes a Principal (open RPCs stop here: they ignore it). A call refused
+   for its credential never has its request deserialized, so a caller without a valid
+   credential cannot make the server parse anything;
+2. a call carrying `x-mcpd-check-access` metadata stops after the RPC's access rule (from its
+   proto option) is checked: it is answered with an empty message when the credential would be
+   admitted (the gateway's cheap check before it reads, inflates or converts a request body),
+   and refused exactly as the call itself would be;
+3. once the request is deserialized, the access rule is checked, and a top-level string
+   `project` field is resolved by the selector rule and the resolved project is written back
+   into the request, so handlers read one trusted value;
+4. refusals are audited for every RPC, allowed calls for RPCs that declare an `audit_action`;
+5. the principal is bound for `current_principal()` and unbound when the handler ends.
 
 Methods that are not mcpd RPCs (health, reflection) pass through untouched.
 """
@@ -31,7 +36,13 @@ from google.protobuf.message import Message
 from mcpd.auth.access import AccessRule, access_rules
 from mcpd.auth.audit import AuditSink, StoreAuditSink
 from mcpd.auth.authenticator import Authenticator
-from mcpd.auth.metadata import Metadata, bearer_token, client_address
+from mcpd.auth.metadata import (
+    Metadata,
+    bearer_token,
+    client_address,
+    forwarded_address,
+    is_access_check,
+)
 from mcpd.auth.policy import authorize, resolve_project
 from mcpd.auth.principal import ANONYMOUS, Principal, bind_principal, unbind_principal
 from mcpd.auth.tokens import audit_id
@@ -79,51 +90,86 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     async def intercept_service(
         self, continuation: _Continuation, handler_call_details: grpc.HandlerCallDetails
     ) -> _Handler | None:
-        """Wrap the handler of an mcpd RPC; pass anything else through."""
+        """Authenticate and authorize an mcpd RPC from its metadata, then wrap its handler so
+        the project is resolved once the request is read; pass anything else through."""
         handler = await continuation(handler_call_details)
         rule = self._rules.get(handler_call_details.method)
-        if handler is None or rule is None or rule.open:
+        if handler is None or rule is None:
             return handler
+        metadata: Metadata = tuple(handler_call_details.invocation_metadata or ())
+        checking = is_access_check(metadata)
+        if rule.open:
+            return _ACCESS_GRANTED if checking else handler
         if handler.request_streaming:
             # No mcpd RPC streams requests; there would be no request to read a project from,
             # so refuse rather than guard it halfway.
             raise Internal(f"{rule.method}: client-streaming RPCs are not supported")
-        metadata: Metadata = tuple(handler_call_details.invocation_metadata or ())
+        # Where the call came from, as the gateway states it: on every audit row.
+        source = forwarded_address(metadata)
+        principal = await self._authenticate(rule, metadata, source)
+        if checking:
+            await self._authorize(rule, principal, None, source)
+            return _ACCESS_GRANTED
 
         async def admit(request: Any) -> Principal:
-            return await self._admit(rule, metadata, request)
+            return await self._admit(rule, principal, request, source)
 
         return _wrap(handler, admit)
 
-    async def _admit(self, rule: AccessRule, metadata: Metadata, request: Any) -> Principal:
-        requested = _string_field(request, "project")
+    async def _authenticate(self, rule: AccessRule, metadata: Metadata, source: str) -> Principal:
+        """The caller's principal; a refusal is audited and raised."""
         token: str | None = None
-        principal: Principal | None = None
         try:
             token = bearer_token(metadata)
-            principal = await self._authenticator.authenticate(token)
-            authorize(principal, rule)
-            project = _only_project(principal)
-            if requested is not None:
-                project = resolve_project(principal, requested)
-                request.project = project
-        except (Unauthenticated, PermissionDenied) as refusal:
-            # A PROJECT_REQUIRED InvalidArgument is not audited: it names no one else's data.
-            if principal is not None:
-                who = principal.audit_id
-            else:
-                who = audit_id(token) if token else ANONYMOUS
-            project = requested or (_only_project(principal) if principal else "")
-            await self._record_refusal(rule, who, project, request, refusal)
+            return await self._authenticator.authenticate(token, source=source)
+        except Unauthenticated as refusal:
+            # Nothing of the request is read yet: the row names who, not what was asked for.
+            who = audit_id(token) if token else ANONYMOUS
+            await self._record_refusal(rule, who, "", None, refusal, source)
             raise
+
+    async def _authorize(
+        self, rule: AccessRule, principal: Principal, request: Any, source: str
+    ) -> None:
+        """Let `principal` call `rule`'s RPC (`request`, when read, names what for the audit)."""
+        try:
+            authorize(principal, rule)
+        except (Unauthenticated, PermissionDenied) as refusal:
+            requested = _string_field(request, "project") if request is not None else None
+            project = requested or _only_project(principal)
+            await self._record_refusal(rule, principal.audit_id, project, request, refusal, source)
+            raise
+
+    async def _admit(
+        self, rule: AccessRule, principal: Principal, request: Any, source: str
+    ) -> Principal:
+        """Authorize `principal` for the request, resolve its project (written back into the
+        request) and audit; the principal to bind for the handler.
+
+        Runs once the request is read, which costs nothing a holder of a valid credential
+        could not cost anyway, so a refusal's audit row can name the resource asked for.
+        """
+        await self._authorize(rule, principal, request, source)
+        requested = _string_field(request, "project")
+        project = _only_project(principal)
+        if requested is not None:
+            try:
+                project = resolve_project(principal, requested)
+            except PermissionDenied as refusal:
+                # A PROJECT_REQUIRED InvalidArgument is not audited: it names no one else's data.
+                await self._record_refusal(
+                    rule, principal.audit_id, requested, request, refusal, source
+                )
+                raise
+            request.project = project
         if rule.audited:
-            await self._record_allowed(rule, principal, project, request)
+            await self._record_allowed(rule, principal, project, request, source)
         return principal
 
     async def _record_allowed(
-        self, rule: AccessRule, principal: Principal, project: str, request: Any
+        self, rule: AccessRule, principal: Principal, project: str, request: Any, source: str
     ) -> None:
-        event = self._event(rule, principal.audit_id, project, request, allowed=True)
+        event = self._event(rule, principal.audit_id, project, request, allowed=True, source=source)
         try:
             await self._audit.record(event)
         except Exception as exc:
@@ -140,9 +186,17 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             ) from exc
 
     async def _record_refusal(
-        self, rule: AccessRule, who: str, project: str, request: Any, refusal: McpdError
+        self,
+        rule: AccessRule,
+        who: str,
+        project: str,
+        request: Any | None,
+        refusal: McpdError,
+        source: str,
     ) -> None:
-        event = self._event(rule, who, project, request, allowed=False)
+        event = self._event(
+            rule, who, project, request, allowed=False, source=source, reason=refusal.reason
+        )
         try:
             await self._audit.record(event)
         except Exception as exc:
@@ -157,7 +211,15 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             )
 
     def _event(
-        self, rule: AccessRule, who: str, project: str, request: Any, *, allowed: bool
+        self,
+        rule: AccessRule,
+        who: str,
+        project: str,
+        request: Any | None,
+        *,
+        allowed: bool,
+        source: str,
+        reason: str = "",
     ) -> account_pb2.AuditEvent:
         event = account_pb2.AuditEvent(
             audit_id=new_id(),
@@ -167,11 +229,26 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             action=rule.endpoint_id,
             project=project[:_MAX_AUDIT_TEXT],
             result=enums_pb2.AUDIT_RESULT_ALLOWED if allowed else enums_pb2.AUDIT_RESULT_REFUSED,
+            count=1,
         )
-        resource = _resource(request)
+        resource = _resource(request) if request is not None else ""
         if resource:
             event.resource = resource[:_MAX_AUDIT_TEXT]
+        if source:
+            # Stated by the gateway, or by whoever reached the gRPC port directly.
+            event.source = source[:_MAX_AUDIT_TEXT]
+        if reason:
+            event.reason = reason
         return event
+
+
+async def _granted(request: bytes, context: _Context) -> bytes:
+    # The empty serialization is a valid message of every type: the caller's answer type.
+    return b""
+
+
+# No deserializer: an access check's request is never read.
+_ACCESS_GRANTED: _Handler = grpc.unary_unary_rpc_method_handler(_granted)
 
 
 def _wrap(handler: _Handler, admit: Callable[[Any], Awaitable[Principal]]) -> _Handler:

@@ -6,6 +6,7 @@ with `x-forwarded-for` set to the REST client's address, so both entrances are r
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
@@ -20,6 +21,13 @@ _Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
 
 AUTHORIZATION = "authorization"
 FORWARDED_FOR = "x-forwarded-for"
+ACCESS_CHECK = "x-mcpd-check-access"
+"""Metadata asking only whether the call's credential would be admitted (see `interceptor`)."""
+
+
+def is_access_check(metadata: Metadata) -> bool:
+    """Whether the call asks only for an access check (`x-mcpd-check-access` is present)."""
+    return any(key.lower() == ACCESS_CHECK for key, _ in metadata)
 
 
 def bearer_token(metadata: Metadata) -> str | None:
@@ -57,12 +65,22 @@ def client_address(context: _Context, *, trust_forwarded_for: bool = True) -> st
     `trust_forwarded_for=False` where the port is exposed directly.
     """
     if trust_forwarded_for:
-        for key, value in context.invocation_metadata() or ():
-            if key.lower() == FORWARDED_FOR and isinstance(value, str):
-                first = value.split(",", 1)[0].strip()
-                if first:
-                    return first
+        forwarded = forwarded_address(tuple(context.invocation_metadata() or ()))
+        if forwarded:
+            return forwarded
     return _peer_host(context.peer())
+
+
+def forwarded_address(metadata: Metadata) -> str:
+    """The first `x-forwarded-for` entry of the metadata, "" when there is none: the client
+    address the gateway states for a request it forwards (see `client_address` for the trust
+    this needs)."""
+    for key, value in metadata:
+        if key.lower() == FORWARDED_FOR and isinstance(value, str):
+            first = value.split(",", 1)[0].strip()
+            if first:
+                return first
+    return ""
 
 
 def _peer_host(peer: str) -> str:
@@ -73,3 +91,14 @@ def _peer_host(peer: str) -> str:
     if kind == "ipv4":
         return rest.rpartition(":")[0] or rest
     return peer
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether `host` (an IP address, bracketed or not, or `localhost`) is a loopback one."""
+    host = host.strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from mcpd.auth.access import AccessRule, scope_name, scope_satisfies
 from mcpd.auth.principal import Principal, PrincipalKind
-from mcpd.runtime.errors import InvalidArgument, PermissionDenied, Unauthenticated
+from mcpd.runtime.errors import InvalidArgument, PermissionDenied, Unauthenticated, quoted
 
 
 def authorize(principal: Principal, rule: AccessRule) -> None:
@@ -64,7 +64,7 @@ def resolve_project(principal: Principal, requested: str) -> str:
         )
     if requested not in principal.projects:
         raise PermissionDenied(
-            f"this key does not grant access to project {requested!r}",
+            f"this key does not grant access to project {quoted(requested)}",
             field="project",
             reason="PROJECT_NOT_GRANTED",
         )

@@ -38,6 +38,14 @@ class Principal:
     account_email: str | None = None
     key_id: str | None = None
 
+    @property
+    def is_operator(self) -> bool:
+        """Whether the caller runs the deployment: a key declared in the keys file (no account
+        made it), or anyone in local mode."""
+        if self.kind is PrincipalKind.ANONYMOUS:
+            return True
+        return self.kind is PrincipalKind.KEY and self.key_id is None
+
 
 _CURRENT: contextvars.ContextVar[Principal | None] = contextvars.ContextVar(
     "mcpd_principal", default=None

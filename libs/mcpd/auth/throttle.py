@@ -66,8 +66,9 @@ class LoginThrottle:
         self._lock = threading.Lock()
 
     def check(self, email: str, address: str) -> None:
-        """Raise ResourceExhausted (TOO_MANY_LOGIN_ATTEMPTS, metadata `retry_after_s`) while the
-        account or the address is locked out."""
+        """Raise ResourceExhausted (TOO_MANY_LOGIN_ATTEMPTS, metadata `retry_after_s`, and the
+        same delay as its retry delay: `Retry-After` over REST) while the account or the address
+        is locked out."""
         now = self._clock.monotonic()
         with self._lock:
             until = max(
@@ -80,6 +81,7 @@ class LoginThrottle:
                 f"too many failed logins: try again in {retry_after} seconds",
                 reason="TOO_MANY_LOGIN_ATTEMPTS",
                 metadata={"retry_after_s": str(retry_after)},
+                retry_after_s=retry_after,
             )
 
     def record_failure(self, email: str, address: str) -> None:

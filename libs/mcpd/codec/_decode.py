@@ -29,6 +29,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from mcpd.codec import _wire
 from mcpd.codec._errors import UNKNOWN_FIELD, CodecError, child_path
+from mcpd.runtime.errors import quoted
 
 M = TypeVar("M", bound=Message)
 
@@ -90,8 +91,7 @@ def describe(value: object) -> str:
     if isinstance(value, int | float):
         return f"the number {value}"
     if isinstance(value, str):
-        shown = value if len(value) <= 40 else value[:37] + "..."
-        return f"the string {shown!r}"
+        return f"the string {quoted(value)}"
     if isinstance(value, Mapping):
         return "an object"
     if isinstance(value, list):
@@ -127,7 +127,7 @@ def _object_merger(descriptor: Descriptor) -> _Merge:
             if field is None:
                 name = child_path(path, str(key))
                 raise CodecError(
-                    f"{name}: unknown field {key!r} in {type_name}",
+                    f"{name}: unknown field {quoted(key)} in {type_name}",
                     field=name,
                     reason=UNKNOWN_FIELD,
                 )

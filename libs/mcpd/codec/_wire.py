@@ -14,6 +14,7 @@ from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from mcpd.codec._errors import CodecError, EncodeError
+from mcpd.runtime.errors import quoted
 
 TIMESTAMP = "google.protobuf.Timestamp"
 VALUE = "google.protobuf.Value"
@@ -146,7 +147,8 @@ def enum_from_json(enum: EnumDescriptor, name: str, path: str) -> int:
     number = names.by_name.get(name)
     if number is None:
         raise CodecError(
-            f"{path}: {name!r} is not a {enum.name}; expected one of {', '.join(names.names())}",
+            f"{path}: {quoted(name)} is not a {enum.name};"
+            f" expected one of {', '.join(names.names())}",
             field=path,
         )
     return number
@@ -213,7 +215,7 @@ def timestamp_parts(text: str, path: str) -> tuple[int, int]:
     match = _RFC3339.fullmatch(text)
     if match is None:
         raise CodecError(
-            f"{path}: {text!r} is not an RFC 3339 timestamp; expected one such as"
+            f"{path}: {quoted(text)} is not an RFC 3339 timestamp; expected one such as"
             f" {TIMESTAMP_EXAMPLE}",
             field=path,
         )
@@ -222,15 +224,17 @@ def timestamp_parts(text: str, path: str) -> tuple[int, int]:
     hour, minute, second = int(hour_text), int(minute_text), int(second_text)
     # RFC 3339 allows second 60 for a leap second; protobuf's Timestamp (smeared time) does not.
     if day is None or hour > 23 or minute > 59 or second > 59:
-        raise CodecError(f"{path}: {text!r} is not a valid date and time", field=path)
+        raise CodecError(f"{path}: {quoted(text)} is not a valid date and time", field=path)
     offset = 0
     if sign is not None:
         if int(off_hour) > 23 or int(off_minute) > 59:
-            raise CodecError(f"{path}: {text!r} has an invalid UTC offset", field=path)
+            raise CodecError(f"{path}: {quoted(text)} has an invalid UTC offset", field=path)
         offset = (int(off_hour) * 3600 + int(off_minute) * 60) * (1 if sign == "+" else -1)
     seconds = day * 86400 + hour * 3600 + minute * 60 + second - offset
     if not _MIN_SECONDS <= seconds <= _MAX_SECONDS:
-        raise CodecError(f"{path}: {text!r} is outside 0001-01-01..9999-12-31 UTC", field=path)
+        raise CodecError(
+            f"{path}: {quoted(text)} is outside 0001-01-01..9999-12-31 UTC", field=path
+        )
     return seconds, (int(fraction.ljust(9, "0")) if fraction else 0)
 
 

@@ -103,6 +103,8 @@ class SecuritySettings:
     or `projects`, and `secret` or `digest`); kept apart from this file so it can be mounted from
     a secret store. `signup` opens POST /v1/api/account/signup to anyone. `local_project` is the
     project of unauthenticated requests in local mode (loopback, no keys, no accounts).
+    `audit_aggregate_window_s` is the window within which repeats of one refused request are
+    written to the audit log as one row with a count.
     """
 
     signup: bool = False
@@ -111,6 +113,7 @@ class SecuritySettings:
     local_project: str = "default"
     login_max_failures: int = 5
     login_window_s: float = 900.0
+    audit_aggregate_window_s: float = 60.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,6 +135,9 @@ class SessionsSettings:
 
 # The most ingest worker processes one `mcpd serve` runs.
 MAX_INGEST_WORKERS = 32
+# The smallest `ingest.max_record_payload_bytes`: below it, what truncation never cuts (link ids,
+# the markers themselves) could outgrow the limit on a span at the default counts.
+MIN_RECORD_PAYLOAD_BYTES = 64 * 1024
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,16 +151,30 @@ class IngestSettings:
     `redaction.key` in the data directory). Every replica of a deployment needs the same key,
     or equal user ids stop hashing alike. `group_max_records` caps one group commit;
     `max_pending_records` caps what may wait for storage before requests are refused with 429.
+    `max_pending_bytes` caps the ingest requests one process works on at once, by their size as
+    received (from before they are mapped until they are answered): beyond it a request is
+    refused at once with 429 / RESOURCE_EXHAUSTED and a retry delay (`services.ingest.admission`),
+    which bounds an ingest process's memory under a flood.
     `workers`: how many ingest worker processes `mcpd serve` (every role) runs behind its gateway
     (`cli.ingest_workers`); unset means one per CPU core (at most `MAX_INGEST_WORKERS`), 0 none.
+    Per-record limits (`services.ingest.limits`, docs/security.md): `max_record_payload_bytes`
+    bounds the JSON text of one record's payload fields (past it the largest are truncated);
+    `max_record_attributes` the top-level keys of a span's attributes or a log's fields,
+    `max_span_events` and `max_span_links` a span's events and links (past them the rest are
+    dropped). The counts default to OpenTelemetry's own span limits.
     """
 
     projects_file: Path | None = None
     redaction_key_file: Path | None = None
     group_max_records: int = 20_000
     max_pending_records: int = 500_000
+    max_pending_bytes: int = 16 * 1024 * 1024
     policy_ttl_s: float = 5.0
     workers: int | None = None
+    max_record_payload_bytes: int = 1024 * 1024
+    max_record_attributes: int = 128
+    max_span_events: int = 128
+    max_span_links: int = 128
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -395,8 +415,10 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
     for name in ("session_ttl_hours", "login_max_failures"):
         if getattr(security, name) <= 0:
             raise fail(f"security.{name}", "must be positive")
-    if not (math.isfinite(security.login_window_s) and security.login_window_s > 0):
-        raise fail("security.login_window_s", "must be a finite positive number of seconds")
+    for name in ("login_window_s", "audit_aggregate_window_s"):
+        seconds = getattr(security, name)
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise fail(f"security.{name}", "must be a finite positive number of seconds")
     if not security.local_project.strip():
         raise fail("security.local_project", "must not be empty")
     _validate_sessions(settings.sessions, fail)
@@ -429,12 +451,21 @@ def _validate_ingest(ingest: IngestSettings, fail: Callable[[str, str], InvalidA
     for key in ("group_max_records", "max_pending_records"):
         if getattr(ingest, key) < 1:
             raise fail(f"ingest.{key}", "must be a positive number of records")
+    if ingest.max_pending_bytes < 1:
+        raise fail("ingest.max_pending_bytes", "must be a positive number of bytes")
     if ingest.max_pending_records < ingest.group_max_records:
         raise fail("ingest.max_pending_records", "must be at least ingest.group_max_records")
     if not (math.isfinite(ingest.policy_ttl_s) and ingest.policy_ttl_s >= 0):
         raise fail("ingest.policy_ttl_s", "must be a finite number of seconds, 0 or more")
     if ingest.workers is not None and not 0 <= ingest.workers <= MAX_INGEST_WORKERS:
         raise fail("ingest.workers", f"must be from 0 to {MAX_INGEST_WORKERS} processes")
+    if ingest.max_record_payload_bytes < MIN_RECORD_PAYLOAD_BYTES:
+        raise fail(
+            "ingest.max_record_payload_bytes", f"must be at least {MIN_RECORD_PAYLOAD_BYTES} bytes"
+        )
+    for key in ("max_record_attributes", "max_span_events", "max_span_links"):
+        if getattr(ingest, key) < 0:
+            raise fail(f"ingest.{key}", "must be a number of items, 0 or more")
 
 
 _RETENTION_CAPS = ("spans_days", "logs_days", "metrics_days", "scores_days", "feedback_days")

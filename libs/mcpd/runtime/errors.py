@@ -3,6 +3,11 @@
 Domain code raises these; the gRPC error interceptor turns them into `google.rpc.Status` with one
 `google.rpc.ErrorInfo` (domain `mcpd`), the gateway turns that status into the REST error body,
 and the MCP server into the spec's error envelope. Nothing else maps errors.
+
+A message quotes what the caller sent with `quoted`, which shows at most `QUOTE_LIMIT`
+characters of it, so a refusal never echoes a megabyte back. Every error's message is cut to
+`MAX_MESSAGE_LENGTH` (and its field to `QUOTE_LIMIT`) when it is made, whatever it holds; the
+start, which names the field at fault, is what is kept.
 """
 
 # The class names are the gRPC status vocabulary (NotFound, InvalidArgument), which reads better
@@ -16,13 +21,37 @@ from collections.abc import Mapping
 import grpc
 
 DOMAIN = "mcpd"
+QUOTE_LIMIT = 200
+MAX_MESSAGE_LENGTH = 1024
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """How a message quotes a value the caller sent: its repr, in at most `limit` characters
+    (`shortened`)."""
+    return shortened(repr(value), limit)
+
+
+def shortened(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters: whole, or its start followed by
+    `… (N more characters)`."""
+    if len(text) <= limit:
+        return text
+    # Sized with the whole length, so the marker's count has at most as many digits.
+    keep = max(limit - len(_more(len(text))), 0)
+    return text[:keep] + _more(len(text) - keep)
+
+
+def _more(count: int) -> str:
+    return f"… ({count} more characters)"
 
 
 class McpdError(Exception):
     """Root of every error mcpd reports to a caller.
 
     `reason` is an UPPER_SNAKE identifier a program can branch on; `field` names the request
-    field at fault, as a dotted path (`spans[0].start_time`), when one is.
+    field at fault, as a dotted path (`spans[0].start_time`), when one is. `retry_after_s` says
+    how long a caller should wait before trying again (a `google.rpc.RetryInfo` on gRPC, a
+    `Retry-After` header over HTTP), when waiting is what would help.
     """
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
@@ -35,12 +64,15 @@ class McpdError(Exception):
         reason: str | None = None,
         field: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        retry_after_s: float | None = None,
     ) -> None:
+        message = shortened(message, MAX_MESSAGE_LENGTH)
         super().__init__(message)
         self.message = message
         self.reason = reason or self.default_reason
-        self.field = field
+        self.field = None if field is None else shortened(field, QUOTE_LIMIT)
         self.metadata = dict(metadata or {})
+        self.retry_after_s = retry_after_s
 
 
 class InvalidArgument(McpdError):

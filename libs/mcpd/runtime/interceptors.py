@@ -6,7 +6,10 @@
 - grpc's own abort (`context.abort`, including `abort_with`) -> passed through untouched;
 - `NotImplementedError` (what the generated base servicers raise) -> UNIMPLEMENTED;
 - any other `Exception` -> INTERNAL "internal error", stack logged with an incident id that the
-  caller also receives, so a bug report can be matched to the log without leaking internals.
+  caller also receives, so a bug report can be matched to the log without leaking internals;
+- a request that does not decode as the method's message -> INVALID_ARGUMENT
+  (MALFORMED_PROTOBUF), with one warning line and no stack: it is the caller's mistake (or a
+  probe's), and grpc's own answer would be UNKNOWN with a traceback per call.
 
 Only `Exception` is caught: `asyncio.CancelledError` (a client that went away, a server
 shutting down) must keep propagating.
@@ -22,7 +25,7 @@ from typing import Any, TypeAlias
 import grpc
 import grpc.aio
 
-from mcpd.runtime.errors import Internal, McpdError, Unimplemented
+from mcpd.runtime.errors import Internal, InvalidArgument, McpdError, Unimplemented
 from mcpd.runtime.errors_grpc import abort_with
 from mcpd.runtime.ids import new_id
 
@@ -32,6 +35,9 @@ log = logging.getLogger("mcpd.runtime.grpc")
 _Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
 _Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 _Continuation: TypeAlias = "Callable[[grpc.HandlerCallDetails], Awaitable[_Handler | None]]"
+_Deserializer: TypeAlias = "Callable[[bytes], Any] | None"
+
+MALFORMED_PROTOBUF = "MALFORMED_PROTOBUF"
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
@@ -61,6 +67,41 @@ def _failing_handler(method: str, exc: Exception) -> _Handler:
     return grpc.unary_unary_rpc_method_handler(fail)
 
 
+class _Undecodable:
+    """What a request that failed to deserialize becomes, so the handler can refuse it."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _tolerant(deserializer: _Deserializer) -> _Deserializer:
+    """`deserializer`, answering `_Undecodable` instead of raising inside grpc."""
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # DecodeError, or whatever a custom deserializer raises
+            return _Undecodable(exc)
+
+    return deserialize
+
+
+def _refuse_undecodable(request: object, method: str) -> None:
+    if isinstance(request, _Undecodable):
+        # The error's text is upb's, short and about the bytes; never the bytes themselves.
+        log.warning(
+            "%s: undecodable request refused (%s)", method, request.error, extra={"rpc": method}
+        )
+        raise InvalidArgument(
+            f"the request is not a valid protobuf message for {method}",
+            reason=MALFORMED_PROTOBUF,
+        )
+
+
 def _wrap(handler: _Handler, method: str) -> _Handler:
     if handler.request_streaming and handler.response_streaming:
         return grpc.stream_stream_rpc_method_handler(
@@ -74,15 +115,17 @@ def _wrap(handler: _Handler, method: str) -> _Handler:
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
+    # A unary request is read before any handler runs: refused in the handler, not by grpc.
+    deserializer = _tolerant(handler.request_deserializer)
     if handler.response_streaming:
         return grpc.unary_stream_rpc_method_handler(
             _streaming(handler.unary_stream, method),
-            request_deserializer=handler.request_deserializer,
+            request_deserializer=deserializer,
             response_serializer=handler.response_serializer,
         )
     return grpc.unary_unary_rpc_method_handler(
         _unary(handler.unary_unary, method),
-        request_deserializer=handler.request_deserializer,
+        request_deserializer=deserializer,
         response_serializer=handler.response_serializer,
     )
 
@@ -90,6 +133,7 @@ def _wrap(handler: _Handler, method: str) -> _Handler:
 def _unary(behavior: Any, method: str) -> Callable[[Any, _Context], Awaitable[Any]]:
     async def call(request: Any, context: _Context) -> Any:
         try:
+            _refuse_undecodable(request, method)
             # grpc.aio accepts plain functions as handlers too (the generated base servicer's
             # methods are); run those inline, as grpc would without a migration thread pool.
             result = behavior(request, context)
@@ -105,6 +149,7 @@ def _unary(behavior: Any, method: str) -> Callable[[Any, _Context], Awaitable[An
 def _streaming(behavior: Any, method: str) -> Callable[[Any, _Context], AsyncIterator[Any]]:
     async def call(request: Any, context: _Context) -> AsyncIterator[Any]:
         try:
+            _refuse_undecodable(request, method)
             result = behavior(request, context)
             if hasattr(result, "__aiter__"):
                 async for response in result:

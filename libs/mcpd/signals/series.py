@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from mcpd.model.v1 import query_pb2
-from mcpd.runtime.errors import InvalidArgument
+from mcpd.runtime.errors import InvalidArgument, quoted
 from mcpd.signals.messages import timestamp_of, value_of
 from mcpd.signals.queries import Window
 from mcpd.signals.rows import CorrelationColumns, MetricRow
@@ -304,7 +304,8 @@ def _reducer(kind: str, agg: str | None) -> Callable[[Sequence[_Sample]], float 
         q = float(matched.group(1)) / 100
         return lambda bucket: _quantile(bucket, q)
     raise InvalidArgument(
-        f"agg {name!r} does not apply to a {kind} metric; use {_VALID_AGGS[kind]}", field="agg"
+        f"agg {quoted(name)} does not apply to a {kind} metric; use {_VALID_AGGS[kind]}",
+        field="agg",
     )
 
 

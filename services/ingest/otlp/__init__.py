@@ -18,9 +18,11 @@ from services.ingest.otlp._receivers import (
     TraceReceiver,
     otlp_registrations,
 )
-from services.ingest.otlp._spans import map_traces
+from services.ingest.otlp._spans import ADDED_ATTRIBUTES, EVENTS_KEY, map_traces
 
 __all__ = [
+    "ADDED_ATTRIBUTES",
+    "EVENTS_KEY",
     "CanIngest",
     "LogsReceiver",
     "MetricsReceiver",

@@ -7,10 +7,10 @@ from typing import Any, cast
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
-from mcpd.model.v1 import enums_pb2, telemetry_pb2
+from mcpd.model.v1 import enums_pb2
 from mcpd.runtime.ids import new_id
 from mcpd.signals.rows import LogRow
-from services.ingest.incoming import IncomingBatch
+from services.ingest.incoming import IncomingBatch, refusal
 from services.ingest.otlp._correlation import ResourceContext, record_columns, resource_context
 from services.ingest.otlp._values import (
     RecordError,
@@ -66,10 +66,8 @@ def map_logs(request: ExportLogsServiceRequest) -> IncomingBatch:
             for record in scope_logs.log_records:
                 try:
                     batch.logs.append((index, _row(record, context, logger)))
-                except RecordError as refusal:
-                    batch.refused.append(
-                        telemetry_pb2.IngestError(signal=_LOG, index=index, message=str(refusal))
-                    )
+                except RecordError as reason:
+                    batch.refused.append(refusal(_LOG, index, reason))
                 index += 1
     return batch
 

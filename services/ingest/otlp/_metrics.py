@@ -32,10 +32,10 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import (
     SummaryDataPoint,
 )
 
-from mcpd.model.v1 import enums_pb2, telemetry_pb2
+from mcpd.model.v1 import enums_pb2
 from mcpd.runtime.ids import new_id
 from mcpd.signals.rows import MetricRow
-from services.ingest.incoming import IncomingBatch
+from services.ingest.incoming import IncomingBatch, refusal
 from services.ingest.otlp._correlation import ResourceContext, resource_context
 from services.ingest.otlp._values import RecordError, attributes, optional_span_id, trace_id_hex
 
@@ -64,12 +64,8 @@ def map_metrics(request: ExportMetricsServiceRequest) -> IncomingBatch:
                 for point in points:
                     try:
                         row = _row(metric, kind, temporality, point, context)
-                    except RecordError as refusal:
-                        batch.refused.append(
-                            telemetry_pb2.IngestError(
-                                signal=_METRIC, index=index, message=str(refusal)
-                            )
-                        )
+                    except RecordError as reason:
+                        batch.refused.append(refusal(_METRIC, index, reason))
                     else:
                         batch.metrics.append((index, row))
                     index += 1

@@ -1,12 +1,14 @@
 """The OTLP/gRPC collector services: Export for traces, logs and metrics.
 
-Thin servicers: each decodes nothing itself (grpc did), maps the request to an IncomingBatch,
-hands it to the injected ingestor and reports what was refused as OTLP partial success. The
-access rule (scope ingest) is enforced by the AuthInterceptor before Export runs.
+Thin servicers: each decodes nothing itself (grpc did), has the request admitted (refused at
+once when the process holds as much ingest work as it may), maps it to an IncomingBatch, hands
+it to the injected ingestor and reports what was refused as OTLP partial success. The access
+rule (scope ingest) is enforced by the AuthInterceptor before Export runs.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeAlias
 
 import grpc.aio
@@ -33,6 +35,10 @@ SHOWN_ERRORS = 3
 
 class CanIngest(Protocol):
     """What the receivers need from the ingest pipeline."""
+
+    def admit(self, size: int) -> AbstractContextManager[None]:
+        """Hold a request of `size` bytes for the block, or raise ResourceExhausted."""
+        ...
 
     async def ingest(self, incoming: IncomingBatch) -> telemetry_pb2.IngestResult:
         """Validate, redact, price, sample and store `incoming`; say what was refused."""
@@ -70,7 +76,8 @@ class TraceReceiver(trace_service_pb2_grpc.TraceServiceServicer):
         self, request: trace_service_pb2.ExportTraceServiceRequest, context: _Context
     ) -> trace_service_pb2.ExportTraceServiceResponse:
         """Ingest every span; rejected ones are counted and described in partial_success."""
-        result = await self._ingestor.ingest(map_traces(request))
+        with self._ingestor.admit(request.ByteSize()):
+            result = await self._ingestor.ingest(map_traces(request))
         response = trace_service_pb2.ExportTraceServiceResponse()
         if result.rejected:
             response.partial_success.rejected_spans = result.rejected
@@ -88,7 +95,8 @@ class LogsReceiver(logs_service_pb2_grpc.LogsServiceServicer):
         self, request: logs_service_pb2.ExportLogsServiceRequest, context: _Context
     ) -> logs_service_pb2.ExportLogsServiceResponse:
         """Ingest every log record; rejected ones are reported in partial_success."""
-        result = await self._ingestor.ingest(map_logs(request))
+        with self._ingestor.admit(request.ByteSize()):
+            result = await self._ingestor.ingest(map_logs(request))
         response = logs_service_pb2.ExportLogsServiceResponse()
         if result.rejected:
             response.partial_success.rejected_log_records = result.rejected
@@ -106,7 +114,8 @@ class MetricsReceiver(metrics_service_pb2_grpc.MetricsServiceServicer):
         self, request: metrics_service_pb2.ExportMetricsServiceRequest, context: _Context
     ) -> metrics_service_pb2.ExportMetricsServiceResponse:
         """Ingest every data point; rejected ones are reported in partial_success."""
-        result = await self._ingestor.ingest(map_metrics(request))
+        with self._ingestor.admit(request.ByteSize()):
+            result = await self._ingestor.ingest(map_metrics(request))
         response = metrics_service_pb2.ExportMetricsServiceResponse()
         if result.rejected:
             response.partial_success.rejected_data_points = result.rejected

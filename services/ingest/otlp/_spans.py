@@ -7,9 +7,9 @@ from typing import Any, cast
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from mcpd.model.v1 import enums_pb2, telemetry_pb2
+from mcpd.model.v1 import enums_pb2
 from mcpd.signals.rows import SpanRow
-from services.ingest.incoming import IncomingBatch
+from services.ingest.incoming import IncomingBatch, refusal
 from services.ingest.otlp._correlation import ResourceContext, record_columns, resource_context
 from services.ingest.otlp._kinds import entity, model_and_provider, span_kind
 from services.ingest.otlp._messages import (
@@ -54,6 +54,8 @@ LINK_KIND = "mcpd.link.kind"
 EVENTS_KEY = "otel.events"
 SPAN_KIND_KEY = "otel.span.kind"
 SCOPE_KEY = "otel.scope.name"
+# What the mapping adds to a span's attributes from the span itself (docs/otlp.md).
+ADDED_ATTRIBUTES = frozenset({EVENTS_KEY, SPAN_KIND_KEY, SCOPE_KEY})
 ERROR_TYPE = "error.type"
 NO_MESSAGE = "the span ended in error and the producer recorded no message"
 
@@ -80,10 +82,8 @@ def map_traces(request: ExportTraceServiceRequest) -> IncomingBatch:
             for span in scope_spans.spans:
                 try:
                     rows.append((index, _row(span, context, scope)))
-                except RecordError as refusal:
-                    batch.refused.append(
-                        telemetry_pb2.IngestError(signal=_SPAN, index=index, message=str(refusal))
-                    )
+                except RecordError as reason:
+                    batch.refused.append(refusal(_SPAN, index, reason))
                 index += 1
     return batch
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from mcpd.runtime.errors import quoted
 from services.ingest.validation import (
     MAX_NAME_LENGTH,
     MAX_TAGS,
@@ -35,7 +36,7 @@ def _trace_id(value: str | None, field: str, *, required: bool) -> str | None:
     lowered = value.lower()
     _require(
         _HEX32.fullmatch(lowered) is not None,
-        f"{field} must be 32 hex characters (a 128-bit trace id), got {value[:40]!r}",
+        f"{field} must be 32 hex characters (a 128-bit trace id), got {quoted(value)}",
     )
     _require(lowered != "0" * 32, f"{field} must not be all zeros")
     return lowered
@@ -48,7 +49,7 @@ def _span_id(value: str | None, field: str, *, required: bool) -> str | None:
     lowered = value.lower()
     _require(
         _HEX16.fullmatch(lowered) is not None,
-        f"{field} must be 16 hex characters (a 64-bit span id), got {value[:40]!r}",
+        f"{field} must be 16 hex characters (a 64-bit span id), got {quoted(value)}",
     )
     _require(lowered != "0" * 16, f"{field} must not be all zeros")
     return lowered

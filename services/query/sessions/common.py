@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mcpd.runtime.errors import quoted
 from mcpd.sessions.model import EVENT_TYPE_ORDER, HARNESSES, EventType
 from services.query.sessions.args import optional_text
 from services.query.sessions.cursors import CursorCodec
@@ -68,7 +69,7 @@ def filter_warnings(
         warnings.append(
             {
                 "code": "unknown_harness",
-                "message": f"harness {harness!r} is not a known harness; filters are exact",
+                "message": f"harness {quoted(harness)} is not a known harness; filters are exact",
                 "known": list(HARNESSES),
             }
         )
@@ -76,7 +77,7 @@ def filter_warnings(
         warnings.append(
             {
                 "code": "unconfigured_source",
-                "message": f"source {source!r} is not a configured transcript source; "
+                "message": f"source {quoted(source)} is not a configured transcript source; "
                 "filters are exact (trace sessions use their service name)",
                 "configured": list(sources),
             }

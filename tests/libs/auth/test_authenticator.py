@@ -49,6 +49,24 @@ async def test_local_mode_lets_requests_without_credentials_in_as_anonymous() ->
         )
 
 
+@pytest.mark.parametrize("source", ["127.0.0.1", "::1", "[::1]", "localhost", ""])
+async def test_local_mode_serves_loopback_callers(source: str) -> None:
+    authenticator = _authenticator(MemoryControlStore(), ManualClock())
+    principal = await authenticator.authenticate(None, source=source)
+    assert principal.kind is PrincipalKind.ANONYMOUS
+
+
+@pytest.mark.parametrize("source", ["203.0.113.7", "10.0.0.2", "2001:db8::1", "not-an-address"])
+async def test_local_mode_never_serves_a_caller_a_gateway_relays_from_elsewhere(
+    source: str,
+) -> None:
+    # A gateway exposed on the network in front of loopback services in local mode.
+    authenticator = _authenticator(MemoryControlStore(), ManualClock())
+    with pytest.raises(Unauthenticated) as caught:
+        await authenticator.authenticate(None, source=source)
+    assert caught.value.reason == "CREDENTIALS_REQUIRED"
+
+
 async def test_an_unknown_token_is_refused_even_in_local_mode() -> None:
     authenticator = _authenticator(MemoryControlStore(), ManualClock())
     assert await _refusal(authenticator, new_api_key()) == "UNKNOWN_CREDENTIALS"

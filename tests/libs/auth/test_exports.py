@@ -8,6 +8,7 @@ EXPECTED = [
     "ALL_SCOPES",
     "ANONYMOUS",
     "AccessRule",
+    "AggregatingAuditSink",
     "AuditSink",
     "AuthInterceptor",
     "Authenticator",

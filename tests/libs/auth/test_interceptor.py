@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -62,7 +63,8 @@ def audit_rows(served: Served) -> list[tuple[str, str, str, str, str | None, int
 async def test_no_credentials_is_unauthenticated_and_audited(served: Served) -> None:
     got = await failure(served.query.GetTrace(q.GetTraceRequest(project="a", trace_id="t1")))
     assert (got.code, got.reason) == (grpc.StatusCode.UNAUTHENTICATED, "CREDENTIALS_REQUIRED")
-    assert audit_rows(served) == [("anonymous", "get_trace", "a", "", "t1", REFUSED)]
+    # Refused before the request was read: the row names who asked, not what they asked for.
+    assert audit_rows(served) == [("anonymous", "get_trace", "", "", None, REFUSED)]
     assert served.recorder.calls == []
 
 
@@ -84,7 +86,7 @@ async def test_unknown_token_is_audited_under_its_own_digest(served: Served) -> 
         served.query.DeleteTrace(q.DeleteTraceRequest(trace_id="t9"), metadata=bearer(token))
     )
     assert (got.code, got.reason) == (grpc.StatusCode.UNAUTHENTICATED, "UNKNOWN_CREDENTIALS")
-    assert audit_rows(served) == [(audit_id(token), "delete_trace", "", "", "t9", REFUSED)]
+    assert audit_rows(served) == [(audit_id(token), "delete_trace", "", "", None, REFUSED)]
     assert token not in repr(served.store.audit)
 
 
@@ -220,6 +222,21 @@ async def test_resource_is_absent_when_the_request_names_none(served: Served) ->
     ]
 
 
+async def test_rows_carry_the_stated_source_the_refusal_reason_and_a_count_of_one(
+    served: Served,
+) -> None:
+    forwarded = (*bearer(READ_SECRET), ("x-forwarded-for", "203.0.113.7, 10.0.0.1"))
+    await served.query.GetTrace(q.GetTraceRequest(trace_id="t1"), metadata=forwarded)
+    await failure(
+        served.query.GetTrace(q.GetTraceRequest(project="b"), metadata=bearer(READ_SECRET))
+    )
+    allowed, refused = served.store.audit
+    assert (allowed.source, allowed.count, allowed.HasField("reason")) == ("203.0.113.7", 1, False)
+    # A direct gRPC caller states no address, and the check sees only the call's metadata.
+    assert (refused.HasField("source"), refused.count) == (False, 1)
+    assert refused.reason == "PROJECT_NOT_GRANTED"
+
+
 async def test_an_audit_write_failure_fails_an_allowed_call(served: Served) -> None:
     served.store.fail_audit = True
     got = await failure(
@@ -237,6 +254,73 @@ async def test_an_audit_write_failure_still_refuses(served: Served) -> None:
         served.query.GetTrace(q.GetTraceRequest(project="b"), metadata=bearer(READ_SECRET))
     )
     assert (got.code, got.reason) == (grpc.StatusCode.PERMISSION_DENIED, "PROJECT_NOT_GRANTED")
+
+
+# Authentication before the request is read.
+
+GET_TRACE = "/mcpd.query.v1.QueryService/GetTrace"
+NOT_PROTOBUF = b"\xff\xff\xff\xff"  # a field tag with a varint that never ends
+CHECK = (("x-mcpd-check-access", "1"),)
+
+
+def raw(served: Served, path: str) -> grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]:
+    """A call of `path` that sends and returns bytes as they are."""
+    return served.channel.unary_unary(path)
+
+
+async def test_a_refused_request_is_never_read(served: Served) -> None:
+    # Bytes that do not decode: refused for the credential, not for the bytes.
+    got = await failure(raw(served, GET_TRACE)(NOT_PROTOBUF))
+    assert (got.code, got.reason) == (grpc.StatusCode.UNAUTHENTICATED, "CREDENTIALS_REQUIRED")
+    got = await failure(raw(served, GET_TRACE)(NOT_PROTOBUF, metadata=bearer(new_api_key())))
+    assert (got.code, got.reason) == (grpc.StatusCode.UNAUTHENTICATED, "UNKNOWN_CREDENTIALS")
+    assert served.recorder.calls == []
+
+
+async def test_an_undecodable_request_is_invalid_argument_logged_in_one_line(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO):
+        got = await failure(raw(served, GET_TRACE)(NOT_PROTOBUF, metadata=bearer(READ_SECRET)))
+    assert (got.code, got.reason) == (grpc.StatusCode.INVALID_ARGUMENT, "MALFORMED_PROTOBUF")
+    assert GET_TRACE in got.message
+    assert len(got.message) < 200
+    [record] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert record.levelno == logging.WARNING
+    assert record.exc_info is None
+    assert "undecodable request" in record.getMessage()
+    assert served.recorder.calls == []
+
+
+async def test_an_access_check_answers_without_calling_or_auditing(served: Served) -> None:
+    answer = await raw(served, GET_TRACE)(NOT_PROTOBUF, metadata=(*CHECK, *bearer(READ_SECRET)))
+    assert answer == b""
+    assert served.recorder.calls == []
+    assert served.store.audit == []  # the call itself, when it comes, is audited
+
+
+async def test_an_access_check_is_refused_and_audited_as_the_call_would_be(
+    served: Served,
+) -> None:
+    got = await failure(raw(served, GET_TRACE)(b"", metadata=(*CHECK, *bearer(INGEST_SECRET))))
+    assert (got.code, got.reason, got.metadata) == (
+        grpc.StatusCode.PERMISSION_DENIED,
+        "SCOPE_REQUIRED",
+        {"scope": "read"},
+    )
+    got = await failure(raw(served, GET_TRACE)(b"", metadata=CHECK))
+    assert (got.code, got.reason) == (grpc.StatusCode.UNAUTHENTICATED, "CREDENTIALS_REQUIRED")
+    assert audit_rows(served) == [
+        (audit_id(INGEST_SECRET), "get_trace", "a", "", None, REFUSED),
+        ("anonymous", "get_trace", "", "", None, REFUSED),
+    ]
+    assert served.recorder.calls == []
+
+
+async def test_an_access_check_of_an_open_method_is_granted(served: Served) -> None:
+    health = "/mcpd.query.v1.QueryService/GetHealth"
+    assert await raw(served, health)(b"", metadata=CHECK) == b""
+    assert served.recorder.calls == []
 
 
 # Open methods, non-mcpd methods, local mode.
@@ -263,6 +347,17 @@ async def test_local_mode_serves_anonymous_on_the_local_project(local: Served) -
     assert audit_rows(local) == [("anonymous", "get_trace", "default", "", "t1", ALLOWED)]
     got = await failure(local.account.GetAccount(account_service_pb2.GetAccountRequest()))
     assert (got.code, got.reason) == (grpc.StatusCode.UNAUTHENTICATED, "SESSION_REQUIRED")
+
+
+async def test_local_mode_refuses_a_client_relayed_from_another_address(local: Served) -> None:
+    relayed = (("x-forwarded-for", "203.0.113.7"),)
+    got = await failure(local.query.GetCapabilities(q.GetCapabilitiesRequest(), metadata=relayed))
+    assert (got.code, got.reason) == (grpc.StatusCode.UNAUTHENTICATED, "CREDENTIALS_REQUIRED")
+    [event] = local.store.audit
+    assert (event.principal, event.source, event.result) == ("anonymous", "203.0.113.7", REFUSED)
+    local_client = (("x-forwarded-for", "127.0.0.1"),)
+    await local.query.GetCapabilities(q.GetCapabilitiesRequest(), metadata=local_client)
+    assert [c.method for c in local.recorder.calls] == ["GetCapabilities"]
 
 
 async def test_local_mode_ends_when_an_account_appears(local: Served) -> None:

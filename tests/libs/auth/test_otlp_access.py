@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +41,9 @@ class RecordingIngestor:
     """Accepts everything; remembers who sent each batch."""
 
     calls: list[tuple[Principal, IncomingBatch]] = field(default_factory=list)
+
+    def admit(self, size: int) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()
 
     async def ingest(self, incoming: IncomingBatch) -> telemetry_pb2.IngestResult:
         self.calls.append((current_principal(), incoming))

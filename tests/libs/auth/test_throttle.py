@@ -26,7 +26,9 @@ def _retry_after(throttle: LoginThrottle, email: str, address: str) -> int:
     with pytest.raises(ResourceExhausted) as caught:
         throttle.check(email, address)
     assert caught.value.reason == "TOO_MANY_LOGIN_ATTEMPTS"
-    return int(caught.value.metadata["retry_after_s"])
+    delay = int(caught.value.metadata["retry_after_s"])
+    assert caught.value.retry_after_s == delay  # the Retry-After a REST client gets
+    return delay
 
 
 def _fail(throttle: LoginThrottle, email: str, address: str, times: int) -> None:

@@ -331,15 +331,27 @@ def test_sessions_settings_from_file_and_environment(home: Path, tmp_path: Path)
         ("MCPD_SESSIONS_SOURCES", "codex,,claude", "sessions.sources"),
         ("MCPD_SESSIONS_SOURCES", "Codex", "sessions.sources"),
         ("MCPD_SESSIONS_ENABLED", "sometimes", "sessions.enabled"),
+        ("MCPD_INGEST_MAX_RECORD_PAYLOAD_BYTES", "65535", "ingest.max_record_payload_bytes"),
+        ("MCPD_INGEST_MAX_RECORD_ATTRIBUTES", "-1", "ingest.max_record_attributes"),
+        ("MCPD_INGEST_MAX_SPAN_EVENTS", "-1", "ingest.max_span_events"),
+        ("MCPD_INGEST_MAX_SPAN_LINKS", "many", "ingest.max_span_links"),
     ],
 )
-def test_invalid_sessions_settings_name_the_key_and_variable(
+def test_invalid_settings_name_the_key_and_variable(
     home: Path, variable: str, value: str, key: str
 ) -> None:
     with pytest.raises(InvalidArgument) as caught:
         load_settings(env=_env(home, **{variable: value}))
     assert caught.value.field == key
     assert variable in caught.value.message
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan"])
+def test_the_audit_aggregation_window_must_be_finite_and_positive(home: Path, value: str) -> None:
+    assert load_settings(env=_env(home)).security.audit_aggregate_window_s == 60.0
+    with pytest.raises(InvalidArgument) as caught:
+        load_settings(env=_env(home, MCPD_SECURITY_AUDIT_AGGREGATE_WINDOW_S=value))
+    assert caught.value.field == "security.audit_aggregate_window_s"
 
 
 def test_sessions_section_renders_and_loads_back(home: Path, tmp_path: Path) -> None:
@@ -351,3 +363,37 @@ def test_sessions_section_renders_and_loads_back(home: Path, tmp_path: Path) -> 
     assert "# sources_file is not set" in text
     config = _write(tmp_path / "rendered.toml", text)
     assert load_settings(config_path=config, env=_env(home)) == settings
+
+
+def test_record_limits_default_to_one_mebibyte_and_opentelemetrys_counts(home: Path) -> None:
+    ingest = load_settings(env=_env(home)).ingest
+    assert (
+        ingest.max_record_payload_bytes,
+        ingest.max_record_attributes,
+        ingest.max_span_events,
+        ingest.max_span_links,
+    ) == (1_048_576, 128, 128, 128)
+    lowered = load_settings(
+        env=_env(
+            home,
+            MCPD_INGEST_MAX_RECORD_PAYLOAD_BYTES="65536",
+            MCPD_INGEST_MAX_RECORD_ATTRIBUTES="0",
+            MCPD_INGEST_MAX_SPAN_EVENTS="8",
+            MCPD_INGEST_MAX_SPAN_LINKS="9",
+        )
+    ).ingest
+    assert (
+        lowered.max_record_payload_bytes,
+        lowered.max_record_attributes,
+        lowered.max_span_events,
+        lowered.max_span_links,
+    ) == (65_536, 0, 8, 9)
+
+
+def test_the_ingest_byte_bound_is_a_positive_number_of_bytes(home: Path) -> None:
+    assert load_settings(env=_env(home)).ingest.max_pending_bytes == 16 * 1024 * 1024
+    settings = load_settings(env=_env(home, MCPD_INGEST_MAX_PENDING_BYTES="1048576"))
+    assert settings.ingest.max_pending_bytes == 1_048_576
+    with pytest.raises(InvalidArgument, match=r"ingest\.max_pending_bytes") as caught:
+        load_settings(env=_env(home, MCPD_INGEST_MAX_PENDING_BYTES="0"))
+    assert "MCPD_INGEST_MAX_PENDING_BYTES" in caught.value.message

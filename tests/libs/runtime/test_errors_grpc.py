@@ -13,6 +13,7 @@ from mcpd.runtime.errors import (
     InvalidArgument,
     McpdError,
     NotFound,
+    ResourceExhausted,
     Unavailable,
 )
 from mcpd.runtime.errors_grpc import (
@@ -22,10 +23,14 @@ from mcpd.runtime.errors_grpc import (
     to_rpc_status,
 )
 
+RETRY_INFO = error_details_pb2.RetryInfo.DESCRIPTOR
+
 
 def _infos(status: status_pb2.Status) -> list[error_details_pb2.ErrorInfo]:
     infos = []
     for detail in status.details:
+        if detail.Is(RETRY_INFO):
+            continue
         info = error_details_pb2.ErrorInfo()
         assert detail.Unpack(info)
         infos.append(info)
@@ -68,6 +73,29 @@ def test_round_trip_through_the_trailer() -> None:
         field="trace_id",
         metadata={"id": "t1"},
     )
+
+
+def test_a_retry_delay_travels_as_retry_info() -> None:
+    status = to_rpc_status(ResourceExhausted("queue full", retry_after_s=1.25))
+    [retry] = [detail for detail in status.details if detail.Is(RETRY_INFO)]
+    info = error_details_pb2.RetryInfo()
+    assert retry.Unpack(info)
+    assert (info.retry_delay.seconds, info.retry_delay.nanos) == (1, 250_000_000)
+    exc = _rpc_error(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "queue full",
+        (STATUS_DETAILS_KEY, status.SerializeToString()),
+    )
+    failure = rpc_failure_from(exc)
+    assert (failure.reason, failure.retry_after_s) == ("RESOURCE_EXHAUSTED", 1.25)
+    relayed = failure.to_error()
+    assert isinstance(relayed, ResourceExhausted)
+    assert relayed.retry_after_s == 1.25
+
+
+def test_no_retry_delay_no_retry_info() -> None:
+    status = to_rpc_status(ResourceExhausted("quota spent"))
+    assert not [detail for detail in status.details if detail.Is(RETRY_INFO)]
 
 
 def test_without_details_the_reason_is_the_code_name() -> None:

@@ -40,6 +40,7 @@ def event(
         project=project,
         resource=resource,
         result=result,
+        count=1,
     )
 
 
@@ -83,6 +84,21 @@ def test_events_round_trip_newest_first(control_store: SqlControlStore) -> None:
             select(control.audit_log.c.result).order_by(control.audit_log.c.audit_id)
         ).scalars()
         assert list(stored) == ["allowed", "refused", "allowed"]  # the spec's names
+
+
+def test_source_count_and_reason_round_trip(control_store: SqlControlStore) -> None:
+    folded = event(1, result=enums_pb2.AUDIT_RESULT_REFUSED)
+    folded.source, folded.count, folded.reason = "203.0.113.9", 499, "UNKNOWN_CREDENTIALS"
+    direct = event(2, result=enums_pb2.AUDIT_RESULT_REFUSED)
+    direct.ClearField("count")  # a writer that did not count: one request
+    control_store.append_audit([folded, direct])
+
+    newest, oldest = control_store.list_audit("acme", cursor=None, limit=10).events
+
+    assert oldest == folded
+    assert newest.count == 1
+    assert not newest.HasField("source")
+    assert not newest.HasField("reason")
 
 
 def test_appending_nothing_touches_nothing(control_store: SqlControlStore) -> None:

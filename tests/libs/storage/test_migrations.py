@@ -86,7 +86,7 @@ REVISIONS = {
         "0005_span_head_json",
     ],
     "run": ["0001_initial"],
-    "control": ["0001_initial", "0002_key_owner_audit_order"],
+    "control": ["0001_initial", "0002_key_owner_audit_order", "0003_audit_source_count"],
 }
 
 
@@ -165,7 +165,8 @@ def test_control_store_upgrades_from_0001(
     backend: str, backend_url: str | None, tmp_path: Path
 ) -> None:
     # A database migrated by the first release: 0002 swaps the audit index and adds the key
-    # owner index, keeping the rows, and the result is exactly the declared MetaData.
+    # owner index, 0003 adds the audit log's source, count and reason, keeping the rows (each
+    # a single event), and the result is exactly the declared MetaData.
     opened = open_store("control", backend, tmp_path, backend_url)
     try:
         assert opened.engine is not None
@@ -180,13 +181,18 @@ def test_control_store_upgrades_from_0001(
                     " 'allowed')"
                 )
             )
-        assert opened.store.pending_migrations() == ["0002_key_owner_audit_order"]
+        upgrades = REVISIONS["control"][1:]
+        assert opened.store.pending_migrations() == upgrades
 
-        assert opened.store.migrate() == ["0002_key_owner_audit_order"]
+        assert opened.store.migrate() == upgrades
 
         with opened.engine.connect() as conn:
             assert schema_diff(conn, StoreName.CONTROL) == []
             assert conn.execute(text("SELECT audit_id FROM audit_log")).scalars().all() == ["a1"]
+        (old,) = opened.store.list_audit("p", cursor=None, limit=10).events
+        assert old.count == 1
+        assert not old.HasField("source")
+        assert not old.HasField("reason")
     finally:
         opened.store.close()
 

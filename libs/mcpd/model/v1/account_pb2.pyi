@@ -303,6 +303,9 @@ class AuditEvent(_message.Message):
     PROJECT_FIELD_NUMBER: _builtins.int
     RESOURCE_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
     audit_id: _builtins.str
     """Unique id."""
     principal: _builtins.str
@@ -321,6 +324,22 @@ class AuditEvent(_message.Message):
     """The trace or dataset the request named, when it named one."""
     result: _enums_pb2.AuditResult.ValueType
     """Whether authorisation allowed the request or refused it."""
+    source: _builtins.str
+    """The client address the request came from, as the gateway saw it (REST, MCP and OTLP/HTTP
+    requests; a proxy in front of the gateway is not looked through). Absent for a gRPC caller
+    that stated none: the check runs on the call's metadata, which holds no peer address. *
+    on a row that folds together refusals from more sources than the aggregation keeps apart.
+    """
+    count: _builtins.int
+    """How many requests this row stands for. 1 for an event of its own. More for a row that sums
+    the repeats of one refusal (same source, principal, action, project and reason) within one
+    aggregation window, after the first of them was written on its own. 0 is read as 1: rows
+    written before the field existed are single events.
+    """
+    reason: _builtins.str
+    """Why a refused request was refused: the reason its error carried, such as
+    UNKNOWN_CREDENTIALS, SCOPE_REQUIRED or PROJECT_NOT_GRANTED. Absent on allowed rows.
+    """
     @_builtins.property
     def timestamp(self) -> _timestamp_pb2.Timestamp:
         """When the request was handled."""
@@ -336,13 +355,25 @@ class AuditEvent(_message.Message):
         project: _builtins.str = ...,
         resource: _builtins.str | None = ...,
         result: _enums_pb2.AuditResult.ValueType = ...,
+        source: _builtins.str | None = ...,
+        count: _builtins.int = ...,
+        reason: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_resource", b"_resource", "resource", b"resource", "timestamp", b"timestamp"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "_resource", b"_resource", "_source", b"_source", "reason", b"reason", "resource", b"resource", "source", b"source", "timestamp", b"timestamp"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_resource", b"_resource", "action", b"action", "audit_id", b"audit_id", "principal", b"principal", "project", b"project", "resource", b"resource", "result", b"result", "subject", b"subject", "timestamp", b"timestamp"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_reason", b"_reason", "_resource", b"_resource", "_source", b"_source", "action", b"action", "audit_id", b"audit_id", "count", b"count", "principal", b"principal", "project", b"project", "reason", b"reason", "resource", b"resource", "result", b"result", "source", b"source", "subject", b"subject", "timestamp", b"timestamp"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__reason: _TypeAlias = _typing.Literal["reason"]  # noqa: Y015
+    _WhichOneofArgType__reason: _TypeAlias = _typing.Literal["_reason", b"_reason"]  # noqa: Y015
     _WhichOneofReturnType__resource: _TypeAlias = _typing.Literal["resource"]  # noqa: Y015
     _WhichOneofArgType__resource: _TypeAlias = _typing.Literal["_resource", b"_resource"]  # noqa: Y015
+    _WhichOneofReturnType__source: _TypeAlias = _typing.Literal["source"]  # noqa: Y015
+    _WhichOneofArgType__source: _TypeAlias = _typing.Literal["_source", b"_source"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__reason) -> _WhichOneofReturnType__reason | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__resource) -> _WhichOneofReturnType__resource | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__source) -> _WhichOneofReturnType__source | None: ...
 
 Global___AuditEvent: _TypeAlias = AuditEvent  # noqa: Y015

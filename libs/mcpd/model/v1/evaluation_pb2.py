@@ -25,52 +25,59 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from mcpd.model.v1 import enums_pb2 as mcpd_dot_model_dot_v1_dot_enums__pb2
+from mcpd.model.v1 import payload_pb2 as mcpd_dot_model_dot_v1_dot_payload__pb2
 from mcpd.model.v1 import telemetry_pb2 as mcpd_dot_model_dot_v1_dot_telemetry__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emcpd/model/v1/evaluation.proto\x12\rmcpd.model.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19mcpd/model/v1/enums.proto\x1a\x1dmcpd/model/v1/telemetry.proto\"C\n\nScorerInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x14\n\x0cneeds_config\x18\x03 \x01(\x08\"\xe9\x02\n\x0cScorerConfig\x12\x13\n\x06needle\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x15\n\x08\x65xpected\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x13\n\x06max_ms\x18\x03 \x01(\x01H\x02\x88\x01\x01\x12\x15\n\x08max_cost\x18\x04 \x01(\x01H\x03\x88\x01\x01\x12\x1b\n\x0emax_tool_calls\x18\x05 \x01(\rH\x04\x88\x01\x01\x12/\n\tspan_kind\x18\x06 \x01(\x0e\x32\x17.mcpd.model.v1.SpanKindH\x05\x88\x01\x01\x12\x16\n\tspan_name\x18\x07 \x01(\tH\x06\x88\x01\x01\x12\x16\n\ttool_name\x18\x08 \x01(\tH\x07\x88\x01\x01\x12\x16\n\x0e\x63\x61se_sensitive\x18\t \x01(\x08\x42\t\n\x07_needleB\x0b\n\t_expectedB\t\n\x07_max_msB\x0b\n\t_max_costB\x11\n\x0f_max_tool_callsB\x0c\n\n_span_kindB\x0c\n\n_span_nameB\x0c\n\n_tool_name\"\x99\x02\n\x0fScoreRunRequest\x12\x14\n\x07project\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x11\n\ttrace_ids\x18\x02 \x03(\t\x12(\n\x04\x66rom\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\x05limit\x18\x04 \x01(\rH\x01\x88\x01\x01\x12\x0f\n\x07scorers\x18\x05 \x03(\t\x12+\n\x06\x63onfig\x18\x06 \x01(\x0b\x32\x1b.mcpd.model.v1.ScorerConfig\x12/\n\x06source\x18\x07 \x01(\x0e\x32\x1a.mcpd.model.v1.ScoreSourceH\x02\x88\x01\x01\x12\x0f\n\x07\x64ry_run\x18\x08 \x01(\x08\x42\n\n\x08_projectB\x08\n\x06_limitB\t\n\x07_source\"D\n\rSkippedScorer\x12\x11\n\tscorer_id\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x94\x01\n\x0eScoreRunResult\x12\x15\n\rtraces_scored\x18\x01 \x01(\r\x12\x16\n\x0escores_written\x18\x02 \x01(\r\x12-\n\x07skipped\x18\x03 \x03(\x0b\x32\x1c.mcpd.model.v1.SkippedScorer\x12$\n\x06scores\x18\x04 \x03(\x0b\x32\x14.mcpd.model.v1.Score\"\xd8\x01\n\x0bScorerDelta\x12\x11\n\tscorer_id\x18\x01 \x01(\t\x12\x1a\n\rbaseline_mean\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nbaseline_n\x18\x03 \x01(\x04\x12\x1b\n\x0e\x63\x61ndidate_mean\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12\x13\n\x0b\x63\x61ndidate_n\x18\x05 \x01(\x04\x12\x12\n\x05\x64\x65lta\x18\x06 \x01(\x01H\x02\x88\x01\x01\x12\x11\n\tdecidable\x18\x07 \x01(\x08\x42\x10\n\x0e_baseline_meanB\x11\n\x0f_candidate_meanB\x08\n\x06_delta\"{\n\x14\x45xperimentComparison\x12\x10\n\x08\x62\x61seline\x18\x01 \x01(\t\x12\x11\n\tcandidate\x18\x02 \x01(\t\x12+\n\x07scorers\x18\x03 \x03(\x0b\x32\x1a.mcpd.model.v1.ScorerDelta\x12\x11\n\tregressed\x18\x04 \x01(\x08\"C\n\x0e\x43\x61ptureRequest\x12\x11\n\ttrace_ids\x18\x01 \x03(\t\x12\x1e\n\x16use_output_as_expected\x18\x02 \x01(\x08\"4\n\rCaptureResult\x12\x10\n\x08\x63\x61ptured\x18\x01 \x01(\r\x12\x11\n\trequested\x18\x02 \x01(\r\"\x1b\n\nItemsAdded\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x01(\r\"\xa9\x02\n\x07Monitor\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12*\n\x05watch\x18\x04 \x01(\x0e\x32\x1b.mcpd.model.v1.MonitorWatch\x12\x16\n\tscorer_id\x18\x05 \x01(\tH\x00\x88\x01\x01\x12.\n\x07\x63ompare\x18\x06 \x01(\x0e\x32\x1d.mcpd.model.v1.MonitorCompare\x12\x11\n\tthreshold\x18\x07 \x01(\x01\x12\x16\n\x0ewindow_seconds\x18\x08 \x01(\r\x12\x13\n\x0bmin_samples\x18\t \x01(\x04\x12\x14\n\x07webhook\x18\n \x01(\tH\x01\x88\x01\x01\x12\x0f\n\x07\x65nabled\x18\x0b \x01(\x08\x42\x0c\n\n_scorer_idB\n\n\x08_webhook\"\xbf\x01\n\x0eMonitorReading\x12\x12\n\nmonitor_id\x18\x01 \x01(\t\x12&\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\x05value\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x0f\n\x07samples\x18\x04 \x01(\x04\x12\x32\n\tcondition\x18\x05 \x01(\x0e\x32\x1f.mcpd.model.v1.MonitorCondition\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\tB\x08\n\x06_value\"\xc8\x01\n\x0cMonitorState\x12\'\n\x07monitor\x18\x01 \x01(\x0b\x32\x16.mcpd.model.v1.Monitor\x12\x32\n\tcondition\x18\x02 \x01(\x0e\x32\x1f.mcpd.model.v1.MonitorCondition\x12+\n\x04last\x18\x03 \x01(\x0b\x32\x1d.mcpd.model.v1.MonitorReading\x12.\n\ntripped_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa0\x01\n\x03Slo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12\x11\n\tobjective\x18\x04 \x01(\x01\x12\x13\n\x0bwindow_days\x18\x05 \x01(\r\x12\x13\n\x0bmin_samples\x18\x06 \x01(\x04\x12\x14\n\x07webhook\x18\x07 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07\x65nabled\x18\x08 \x01(\x08\x42\n\n\x08_webhook\"\xc5\x02\n\nSloReading\x12\x0e\n\x06slo_id\x18\x01 \x01(\t\x12&\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x0csuccess_rate\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x1d\n\x10\x62udget_remaining\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12\x16\n\tburn_fast\x18\x05 \x01(\x01H\x02\x88\x01\x01\x12\x16\n\tburn_slow\x18\x06 \x01(\x01H\x03\x88\x01\x01\x12\x0f\n\x07samples\x18\x07 \x01(\x04\x12\x32\n\tcondition\x18\x08 \x01(\x0e\x32\x1f.mcpd.model.v1.MonitorCondition\x12\x0e\n\x06\x64\x65tail\x18\t \x01(\tB\x0f\n\r_success_rateB\x13\n\x11_budget_remainingB\x0c\n\n_burn_fastB\x0c\n\n_burn_slow\"\xb8\x01\n\x08SloState\x12\x1f\n\x03slo\x18\x01 \x01(\x0b\x32\x12.mcpd.model.v1.Slo\x12\x32\n\tcondition\x18\x02 \x01(\x0e\x32\x1f.mcpd.model.v1.MonitorCondition\x12\'\n\x04last\x18\x03 \x01(\x0b\x32\x19.mcpd.model.v1.SloReading\x12.\n\ntripped_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xca\x01\n\x07\x44\x61taset\x12\x12\n\ndataset_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x18\n\x0b\x64\x65scription\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x12\n\nitem_count\x18\x04 \x01(\r\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63orrelation\x18\x06 \x01(\x0b\x32\x1a.mcpd.model.v1.CorrelationB\x0e\n\x0c_description\"\xdf\x01\n\x0b\x44\x61tasetItem\x12\x0f\n\x07item_id\x18\x01 \x01(\t\x12\x12\n\ndataset_id\x18\x02 \x01(\t\x12%\n\x05input\x18\x03 \x01(\x0b\x32\x16.google.protobuf.Value\x12(\n\x08\x65xpected\x18\x04 \x01(\x0b\x32\x16.google.protobuf.Value\x12(\n\x08metadata\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x1c\n\x0fsource_trace_id\x18\x06 \x01(\tH\x00\x88\x01\x01\x42\x12\n\x10_source_trace_id\"\xda\x03\n\nExperiment\x12\x15\n\rexperiment_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\ndataset_id\x18\x03 \x01(\t\x12/\n\x06status\x18\x04 \x01(\x0e\x32\x1f.mcpd.model.v1.ExperimentStatus\x12.\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nitem_count\x18\x07 \x01(\r\x12\'\n\x07summary\x18\x08 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x18\n\x0b\x62\x61seline_id\x18\t \x01(\tH\x00\x88\x01\x01\x12!\n\x04\x63ost\x18\n \x01(\x0b\x32\x13.mcpd.model.v1.Cost\x12\x12\n\x05\x65rror\x18\x0b \x01(\tH\x01\x88\x01\x01\x12(\n\x08metadata\x18\x0c \x01(\x0b\x32\x16.google.protobuf.Value\x12/\n\x0b\x63orrelation\x18\r \x01(\x0b\x32\x1a.mcpd.model.v1.CorrelationB\x0e\n\x0c_baseline_idB\x08\n\x06_errorb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1emcpd/model/v1/evaluation.proto\x12\rmcpd.model.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19mcpd/model/v1/enums.proto\x1a\x1bmcpd/model/v1/payload.proto\x1a\x1dmcpd/model/v1/telemetry.proto\"C\n\nScorerInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x14\n\x0cneeds_config\x18\x03 \x01(\x08\"\xe9\x02\n\x0cScorerConfig\x12\x13\n\x06needle\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x15\n\x08\x65xpected\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x13\n\x06max_ms\x18\x03 \x01(\x01H\x02\x88\x01\x01\x12\x15\n\x08max_cost\x18\x04 \x01(\x01H\x03\x88\x01\x01\x12\x1b\n\x0emax_tool_calls\x18\x05 \x01(\rH\x04\x88\x01\x01\x12/\n\tspan_kind\x18\x06 \x01(\x0e\x32\x17.mcpd.model.v1.SpanKindH\x05\x88\x01\x01\x12\x16\n\tspan_name\x18\x07 \x01(\tH\x06\x88\x01\x01\x12\x16\n\ttool_name\x18\x08 \x01(\tH\x07\x88\x01\x01\x12\x16\n\x0e\x63\x61se_sensitive\x18\t \x01(\x08\x42\t\n\x07_needleB\x0b\n\t_expectedB\t\n\x07_max_msB\x0b\n\t_max_costB\x11\n\x0f_max_tool_callsB\x0c\n\n_span_kindB\x0c\n\n_span_nameB\x0c\n\n_tool_name\"\x99\x02\n\x0fScoreRunRequest\x12\x14\n\x07project\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x11\n\ttrace_ids\x18\x02 \x03(\t\x12(\n\x04\x66rom\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\x05limit\x18\x04 \x01(\rH\x01\x88\x01\x01\x12\x0f\n\x07scorers\x18\x05 \x03(\t\x12+\n\x06\x63onfig\x18\x06 \x01(\x0b\x32\x1b.mcpd.model.v1.ScorerConfig\x12/\n\x06source\x18\x07 \x01(\x0e\x32\x1a.mcpd.model.v1.ScoreSourceH\x02\x88\x01\x01\x12\x0f\n\x07\x64ry_run\x18\x08 \x01(\x08\x42\n\n\x08_projectB\x08\n\x06_limitB\t\n\x07_source\"D\n\rSkippedScorer\x12\x11\n\tscorer_id\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x94\x01\n\x0eScoreRunResult\x12\x15\n\rtraces_scored\x18\x01 \x01(\r\x12\x16\n\x0escores_written\x18\x02 \x01(\r\x12-\n\x07skipped\x18\x03 \x03(\x0b\x32\x1c.mcpd.model.v1.SkippedScorer\x12$\n\x06scores\x18\x04 \x03(\x0b\x32\x14.mcpd.model.v1.Score\"\xd8\x01\n\x0bScorerDelta\x12\x11\n\tscorer_id\x18\x01 \x01(\t\x12\x1a\n\rbaseline_mean\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nbaseline_n\x18\x03 \x01(\x04\x12\x1b\n\x0e\x63\x61ndidate_mean\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12\x13\n\x0b\x63\x61ndidate_n\x18\x05 \x01(\x04\x12\x12\n\x05\x64\x65lta\x18\x06 \x01(\x01H\x02\x88\x01\x01\x12\x11\n\tdecidable\x18\x07 \x01(\x08\x42\x10\n\x0e_baseline_meanB\x11\n\x0f_candidate_meanB\x08\n\x06_delta\"{\n\x14\x45xperimentComparison\x12\x10\n\x08\x62\x61seline\x18\x01 \x01(\t\x12\x11\n\tcandidate\x18\x02 \x01(\t\x12+\n\x07scorers\x18\x03 \x03(\x0b\x32\x1a.mcpd.model.v1.ScorerDelta\x12\x11\n\tregressed\x18\x04 \x01(\x08\"C\n\x0e\x43\x61ptureRequest\x12\x11\n\ttrace_ids\x18\x01 \x03(\t\x12\x1e\n\x16use_output_as_expected\x18\x02 \x01(\x08\"4\n\rCaptureResult\x12\x10\n\x08\x63\x61ptured\x18\x01 \x01(\r\x12\x11\n\trequested\x18\x02 \x01(\r\"\x1b\n\nItemsAdded\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x01 \x01(\r\"\xa9\x02\n\x07Monitor\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12*\n\x05watch\x18\x04 \x01(\x0e\x32\x1b.mcpd.model.v1.MonitorWatch\x12\x16\n\tscorer_id\x18\x05 \x01(\tH\x00\x88\x01\x01\x12.\n\x07\x63ompare\x18\x06 \x01(\x0e\x32\x1d.mcpd.model.v1.MonitorCompare\x12\x11\n\tthreshold\x18\x07 \x01(\x01\x12\x16\n\x0ewindow_seconds\x18\x08 \x01(\r\x12\x13\n\x0bmin_samples\x18\t \x01(\x04\x12\x14\n\x07webhook\x18\n \x01(\tH\x01\x88\x01\x01\x12\x0f\n\x07\x65nabled\x18\x0b \x01(\x08\x42\x0c\n\n_scorer_idB\n\n\x08_webhook\"\xbf\x01\n\x0eMonitorReading\x12\x12\n\nmonitor_id\x18\x01 \x01(\t\x12&\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\x05value\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x0f\n\x07samples\x18\x04 \x01(\x04\x12\x32\n\tcondition\x18\x05 \x01(\x0e\x32\x1f.mcpd.model.v1.MonitorCondition\x12\x0e\n\x06\x64\x65tail\x18\x06 \x01(\tB\x08\n\x06_value\"\xc8\x01\n\x0cMonitorState\x12\'\n\x07monitor\x18\x01 \x01(\x0b\x32\x16.mcpd.model.v1.Monitor\x12\x32\n\tcondition\x18\x02 \x01(\x0e\x32\x1f.mcpd.model.v1.MonitorCondition\x12+\n\x04last\x18\x03 \x01(\x0b\x32\x1d.mcpd.model.v1.MonitorReading\x12.\n\ntripped_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xa0\x01\n\x03Slo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12\x11\n\tobjective\x18\x04 \x01(\x01\x12\x13\n\x0bwindow_days\x18\x05 \x01(\r\x12\x13\n\x0bmin_samples\x18\x06 \x01(\x04\x12\x14\n\x07webhook\x18\x07 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07\x65nabled\x18\x08 \x01(\x08\x42\n\n\x08_webhook\"\xc5\x02\n\nSloReading\x12\x0e\n\x06slo_id\x18\x01 \x01(\t\x12&\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x0csuccess_rate\x18\x03 \x01(\x01H\x00\x88\x01\x01\x12\x1d\n\x10\x62udget_remaining\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12\x16\n\tburn_fast\x18\x05 \x01(\x01H\x02\x88\x01\x01\x12\x16\n\tburn_slow\x18\x06 \x01(\x01H\x03\x88\x01\x01\x12\x0f\n\x07samples\x18\x07 \x01(\x04\x12\x32\n\tcondition\x18\x08 \x01(\x0e\x32\x1f.mcpd.model.v1.MonitorCondition\x12\x0e\n\x06\x64\x65tail\x18\t \x01(\tB\x0f\n\r_success_rateB\x13\n\x11_budget_remainingB\x0c\n\n_burn_fastB\x0c\n\n_burn_slow\"\xb8\x01\n\x08SloState\x12\x1f\n\x03slo\x18\x01 \x01(\x0b\x32\x12.mcpd.model.v1.Slo\x12\x32\n\tcondition\x18\x02 \x01(\x0e\x32\x1f.mcpd.model.v1.MonitorCondition\x12\'\n\x04last\x18\x03 \x01(\x0b\x32\x19.mcpd.model.v1.SloReading\x12.\n\ntripped_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xca\x01\n\x07\x44\x61taset\x12\x12\n\ndataset_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x18\n\x0b\x64\x65scription\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x12\n\nitem_count\x18\x04 \x01(\r\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x63orrelation\x18\x06 \x01(\x0b\x32\x1a.mcpd.model.v1.CorrelationB\x0e\n\x0c_description\"\xf1\x01\n\x0b\x44\x61tasetItem\x12\x0f\n\x07item_id\x18\x01 \x01(\t\x12\x12\n\ndataset_id\x18\x02 \x01(\t\x12+\n\x05input\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xb0\xbb\x18\x01\x12.\n\x08\x65xpected\x18\x04 \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xb0\xbb\x18\x01\x12.\n\x08metadata\x18\x05 \x01(\x0b\x32\x16.google.protobuf.ValueB\x04\xb0\xbb\x18\x01\x12\x1c\n\x0fsource_trace_id\x18\x06 \x01(\tH\x00\x88\x01\x01\x42\x12\n\x10_source_trace_id\"\xda\x03\n\nExperiment\x12\x15\n\rexperiment_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\ndataset_id\x18\x03 \x01(\t\x12/\n\x06status\x18\x04 \x01(\x0e\x32\x1f.mcpd.model.v1.ExperimentStatus\x12.\n\nstarted_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0b\x66inished_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\nitem_count\x18\x07 \x01(\r\x12\'\n\x07summary\x18\x08 \x01(\x0b\x32\x16.google.protobuf.Value\x12\x18\n\x0b\x62\x61seline_id\x18\t \x01(\tH\x00\x88\x01\x01\x12!\n\x04\x63ost\x18\n \x01(\x0b\x32\x13.mcpd.model.v1.Cost\x12\x12\n\x05\x65rror\x18\x0b \x01(\tH\x01\x88\x01\x01\x12(\n\x08metadata\x18\x0c \x01(\x0b\x32\x16.google.protobuf.Value\x12/\n\x0b\x63orrelation\x18\r \x01(\x0b\x32\x1a.mcpd.model.v1.CorrelationB\x0e\n\x0c_baseline_idB\x08\n\x06_errorb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mcpd.model.v1.evaluation_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_SCORERINFO']._serialized_start=170
-  _globals['_SCORERINFO']._serialized_end=237
-  _globals['_SCORERCONFIG']._serialized_start=240
-  _globals['_SCORERCONFIG']._serialized_end=601
-  _globals['_SCORERUNREQUEST']._serialized_start=604
-  _globals['_SCORERUNREQUEST']._serialized_end=885
-  _globals['_SKIPPEDSCORER']._serialized_start=887
-  _globals['_SKIPPEDSCORER']._serialized_end=955
-  _globals['_SCORERUNRESULT']._serialized_start=958
-  _globals['_SCORERUNRESULT']._serialized_end=1106
-  _globals['_SCORERDELTA']._serialized_start=1109
-  _globals['_SCORERDELTA']._serialized_end=1325
-  _globals['_EXPERIMENTCOMPARISON']._serialized_start=1327
-  _globals['_EXPERIMENTCOMPARISON']._serialized_end=1450
-  _globals['_CAPTUREREQUEST']._serialized_start=1452
-  _globals['_CAPTUREREQUEST']._serialized_end=1519
-  _globals['_CAPTURERESULT']._serialized_start=1521
-  _globals['_CAPTURERESULT']._serialized_end=1573
-  _globals['_ITEMSADDED']._serialized_start=1575
-  _globals['_ITEMSADDED']._serialized_end=1602
-  _globals['_MONITOR']._serialized_start=1605
-  _globals['_MONITOR']._serialized_end=1902
-  _globals['_MONITORREADING']._serialized_start=1905
-  _globals['_MONITORREADING']._serialized_end=2096
-  _globals['_MONITORSTATE']._serialized_start=2099
-  _globals['_MONITORSTATE']._serialized_end=2299
-  _globals['_SLO']._serialized_start=2302
-  _globals['_SLO']._serialized_end=2462
-  _globals['_SLOREADING']._serialized_start=2465
-  _globals['_SLOREADING']._serialized_end=2790
-  _globals['_SLOSTATE']._serialized_start=2793
-  _globals['_SLOSTATE']._serialized_end=2977
-  _globals['_DATASET']._serialized_start=2980
-  _globals['_DATASET']._serialized_end=3182
-  _globals['_DATASETITEM']._serialized_start=3185
-  _globals['_DATASETITEM']._serialized_end=3408
-  _globals['_EXPERIMENT']._serialized_start=3411
-  _globals['_EXPERIMENT']._serialized_end=3885
+  _globals['_DATASETITEM'].fields_by_name['input']._loaded_options = None
+  _globals['_DATASETITEM'].fields_by_name['input']._serialized_options = b'\260\273\030\001'
+  _globals['_DATASETITEM'].fields_by_name['expected']._loaded_options = None
+  _globals['_DATASETITEM'].fields_by_name['expected']._serialized_options = b'\260\273\030\001'
+  _globals['_DATASETITEM'].fields_by_name['metadata']._loaded_options = None
+  _globals['_DATASETITEM'].fields_by_name['metadata']._serialized_options = b'\260\273\030\001'
+  _globals['_SCORERINFO']._serialized_start=199
+  _globals['_SCORERINFO']._serialized_end=266
+  _globals['_SCORERCONFIG']._serialized_start=269
+  _globals['_SCORERCONFIG']._serialized_end=630
+  _globals['_SCORERUNREQUEST']._serialized_start=633
+  _globals['_SCORERUNREQUEST']._serialized_end=914
+  _globals['_SKIPPEDSCORER']._serialized_start=916
+  _globals['_SKIPPEDSCORER']._serialized_end=984
+  _globals['_SCORERUNRESULT']._serialized_start=987
+  _globals['_SCORERUNRESULT']._serialized_end=1135
+  _globals['_SCORERDELTA']._serialized_start=1138
+  _globals['_SCORERDELTA']._serialized_end=1354
+  _globals['_EXPERIMENTCOMPARISON']._serialized_start=1356
+  _globals['_EXPERIMENTCOMPARISON']._serialized_end=1479
+  _globals['_CAPTUREREQUEST']._serialized_start=1481
+  _globals['_CAPTUREREQUEST']._serialized_end=1548
+  _globals['_CAPTURERESULT']._serialized_start=1550
+  _globals['_CAPTURERESULT']._serialized_end=1602
+  _globals['_ITEMSADDED']._serialized_start=1604
+  _globals['_ITEMSADDED']._serialized_end=1631
+  _globals['_MONITOR']._serialized_start=1634
+  _globals['_MONITOR']._serialized_end=1931
+  _globals['_MONITORREADING']._serialized_start=1934
+  _globals['_MONITORREADING']._serialized_end=2125
+  _globals['_MONITORSTATE']._serialized_start=2128
+  _globals['_MONITORSTATE']._serialized_end=2328
+  _globals['_SLO']._serialized_start=2331
+  _globals['_SLO']._serialized_end=2491
+  _globals['_SLOREADING']._serialized_start=2494
+  _globals['_SLOREADING']._serialized_end=2819
+  _globals['_SLOSTATE']._serialized_start=2822
+  _globals['_SLOSTATE']._serialized_end=3006
+  _globals['_DATASET']._serialized_start=3009
+  _globals['_DATASET']._serialized_end=3211
+  _globals['_DATASETITEM']._serialized_start=3214
+  _globals['_DATASETITEM']._serialized_end=3455
+  _globals['_EXPERIMENT']._serialized_start=3458
+  _globals['_EXPERIMENT']._serialized_end=3932
 # @@protoc_insertion_point(module_scope)

@@ -24,56 +24,65 @@ _sym_db = _symbol_database.Default()
 
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from mcpd.model.v1 import enums_pb2 as mcpd_dot_model_dot_v1_dot_enums__pb2
+from mcpd.model.v1 import payload_pb2 as mcpd_dot_model_dot_v1_dot_payload__pb2
 from mcpd.model.v1 import telemetry_pb2 as mcpd_dot_model_dot_v1_dot_telemetry__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n mcpd/model/v1/intelligence.proto\x12\rmcpd.model.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19mcpd/model/v1/enums.proto\x1a\x1dmcpd/model/v1/telemetry.proto\"\x84\x01\n\x0c\x41spectLimits\x12\x1c\n\x14min_notes_to_cluster\x18\x01 \x01(\x04\x12\x1a\n\x12max_notes_per_pass\x18\x02 \x01(\x04\x12\x11\n\tpage_size\x18\x03 \x01(\r\x12\x13\n\x0bmax_aspects\x18\x04 \x01(\r\x12\x12\n\npass_armed\x18\x05 \x01(\x08\"f\n\x0f\x41spectCatalogue\x12&\n\x07\x61spects\x18\x01 \x03(\x0b\x32\x15.mcpd.model.v1.Aspect\x12+\n\x06limits\x18\x02 \x01(\x0b\x32\x1b.mcpd.model.v1.AspectLimits\"\xcb\x02\n\x0e\x45ntityIndexRow\x12.\n\x0b\x65ntity_kind\x18\x01 \x01(\x0e\x32\x19.mcpd.model.v1.EntityKind\x12\x13\n\x0b\x65ntity_name\x18\x02 \x01(\t\x12\x13\n\x0btrace_count\x18\x03 \x01(\x04\x12\x12\n\nnote_count\x18\x04 \x01(\x04\x12\x17\n\x0f\x65nabled_aspects\x18\x05 \x01(\r\x12\x15\n\rready_aspects\x18\x06 \x01(\r\x12\x31\n\treadiness\x18\x07 \x01(\x0e\x32\x1e.mcpd.model.v1.AspectReadiness\x12\x30\n\x0clast_note_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x36\n\x12latest_snapshot_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"i\n\x13\x45ntityIndexResponse\x12/\n\x08\x65ntities\x18\x01 \x03(\x0b\x32\x1d.mcpd.model.v1.EntityIndexRow\x12!\n\x04page\x18\x02 \x01(\x0b\x32\x13.mcpd.model.v1.Page\"\xc7\x01\n\x11\x41spectProgressRow\x12\x0e\n\x06\x61spect\x18\x01 \x01(\t\x12\x31\n\treadiness\x18\x02 \x01(\x0e\x32\x1e.mcpd.model.v1.AspectReadiness\x12\x12\n\nnote_count\x18\x03 \x01(\x04\x12\x13\n\x0btrace_count\x18\x04 \x01(\x04\x12\x14\n\x0cnotes_needed\x18\x05 \x01(\x04\x12\x30\n\x0clast_note_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x87\x02\n\x0e\x41spectProgress\x12.\n\x0b\x65ntity_kind\x18\x01 \x01(\x0e\x32\x19.mcpd.model.v1.EntityKind\x12\x13\n\x0b\x65ntity_name\x18\x02 \x01(\t\x12\x31\n\treadiness\x18\x03 \x01(\x0e\x32\x1e.mcpd.model.v1.AspectReadiness\x12\x13\n\x0btrace_count\x18\x04 \x01(\x04\x12\x31\n\x07\x61spects\x18\x05 \x03(\x0b\x32 .mcpd.model.v1.AspectProgressRow\x12\x35\n\x0flatest_snapshot\x18\x06 \x01(\x0b\x32\x1c.mcpd.model.v1.ThemeSnapshot\"\x89\x01\n\x10SnapshotLandmark\x12.\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1c.mcpd.model.v1.ThemeSnapshot\x12:\n\x06reason\x18\x02 \x01(\x0e\x32%.mcpd.model.v1.SnapshotLandmarkReasonH\x00\x88\x01\x01\x42\t\n\x07_reason\"|\n\x14SnapshotListResponse\x12\x32\n\tsnapshots\x18\x01 \x03(\x0b\x32\x1f.mcpd.model.v1.SnapshotLandmark\x12\r\n\x05total\x18\x02 \x01(\x04\x12!\n\x04page\x18\x03 \x01(\x0b\x32\x13.mcpd.model.v1.Page\"\xa2\x01\n\tThemeNode\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12*\n\x04kind\x18\x02 \x01(\x0e\x32\x1c.mcpd.model.v1.ThemeNodeKind\x12\x15\n\x08theme_id\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\r\n\x05label\x18\x04 \x01(\t\x12\x13\n\x0btrace_count\x18\x05 \x01(\x04\x12\x10\n\x08\x63overage\x18\x06 \x01(\x01\x42\x0b\n\t_theme_id\"Z\n\nThemeStage\x12\x0e\n\x06\x61spect\x18\x01 \x01(\t\x12\x13\n\x0btrace_count\x18\x02 \x01(\x04\x12\'\n\x05nodes\x18\x03 \x03(\x0b\x32\x18.mcpd.model.v1.ThemeNode\"|\n\tThemeLink\x12\x16\n\x0esource_node_id\x18\x01 \x01(\t\x12\x16\n\x0etarget_node_id\x18\x02 \x01(\t\x12\x13\n\x0btrace_count\x18\x03 \x01(\x04\x12\x14\n\x0csource_share\x18\x04 \x01(\x01\x12\x14\n\x0ctarget_share\x18\x05 \x01(\x01\"\x8f\x01\n\tThemeFlow\x12.\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1c.mcpd.model.v1.ThemeSnapshot\x12)\n\x06stages\x18\x02 \x03(\x0b\x32\x19.mcpd.model.v1.ThemeStage\x12\'\n\x05links\x18\x03 \x03(\x0b\x32\x18.mcpd.model.v1.ThemeLink\"b\n\x0bThemeDetail\x12.\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1c.mcpd.model.v1.ThemeSnapshot\x12#\n\x05theme\x18\x02 \x01(\x0b\x32\x14.mcpd.model.v1.Theme\"\x89\x01\n\x0cThemeExample\x12\x0f\n\x07note_id\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\x0c\n\x04text\x18\x03 \x01(\t\x12\x12\n\nsimilarity\x18\x04 \x01(\r\x12\x34\n\x10trace_started_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"l\n\x18ThemeExampleListResponse\x12-\n\x08\x65xamples\x18\x01 \x03(\x0b\x32\x1b.mcpd.model.v1.ThemeExample\x12!\n\x04page\x18\x02 \x01(\x0b\x32\x13.mcpd.model.v1.Page\"\xee\x02\n\x11ThemeHistoryPoint\x12\x13\n\x0bsnapshot_id\x18\x01 \x01(\t\x12-\n\tcutoff_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bwindow_from\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\twindow_to\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x05state\x18\x05 \x01(\x0e\x32\x19.mcpd.model.v1.ThemeState\x12\x12\n\nnote_count\x18\x06 \x01(\x04\x12\x13\n\x0btrace_count\x18\x07 \x01(\x04\x12\x10\n\x08\x63overage\x18\x08 \x01(\x01\x12\x12\n\nsplit_from\x18\t \x03(\t\x12\x12\n\nsplit_into\x18\n \x03(\t\x12\x13\n\x0bmerged_from\x18\x0b \x03(\t\x12\x13\n\x0bmerged_into\x18\x0c \x03(\t\"\x94\x01\n\x0cThemeHistory\x12\x10\n\x08theme_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61spect\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\x12\x30\n\x06points\x18\x04 \x03(\x0b\x32 .mcpd.model.v1.ThemeHistoryPoint\x12!\n\x04page\x18\x05 \x01(\x0b\x32\x13.mcpd.model.v1.Page\"N\n\x10TraceAspectNotes\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12(\n\x05notes\x18\x02 \x03(\x0b\x32\x19.mcpd.model.v1.AspectNote\"\xfe\x01\n\x06\x41spect\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x18\n\x0binstruction\x18\x05 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07\x64\x65rived\x18\x06 \x01(\x08\x12\x10\n\x08\x62uilt_in\x18\x07 \x01(\x08\x12\x0f\n\x07\x65nabled\x18\x08 \x01(\x08\x12\x12\n\nsort_order\x18\t \x01(\r\x12\x0f\n\x07version\x18\n \x01(\r\x12.\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x0e\n\x0c_instruction\"\xe4\x02\n\rThemeSnapshot\x12\x13\n\x0bsnapshot_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12.\n\x0b\x65ntity_kind\x18\x03 \x01(\x0e\x32\x19.mcpd.model.v1.EntityKind\x12\x13\n\x0b\x65ntity_name\x18\x04 \x01(\t\x12\x0f\n\x07\x61spects\x18\x05 \x03(\t\x12\x0f\n\x07ordinal\x18\x06 \x01(\x04\x12-\n\tcutoff_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bwindow_from\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\twindow_to\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0btrace_count\x18\n \x01(\x04\x12\x12\n\nnote_count\x18\x0b \x01(\x04\x12\x0e\n\x06\x63\x61pped\x18\x0c \x01(\x08\"\xa6\x02\n\x05Theme\x12\x10\n\x08theme_id\x18\x01 \x01(\t\x12\x13\n\x0bsnapshot_id\x18\x02 \x01(\t\x12\x0e\n\x06\x61spect\x18\x03 \x01(\t\x12.\n\x0b\x65ntity_kind\x18\x04 \x01(\x0e\x32\x19.mcpd.model.v1.EntityKind\x12\x13\n\x0b\x65ntity_name\x18\x05 \x01(\t\x12\r\n\x05label\x18\x06 \x01(\t\x12\x15\n\rlabel_note_id\x18\x07 \x01(\t\x12\x16\n\x0elabel_trace_id\x18\x08 \x01(\t\x12(\n\x05state\x18\t \x01(\x0e\x32\x19.mcpd.model.v1.ThemeState\x12\x12\n\nnote_count\x18\n \x01(\x04\x12\x13\n\x0btrace_count\x18\x0b \x01(\x04\x12\x10\n\x08\x63overage\x18\x0c \x01(\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n mcpd/model/v1/intelligence.proto\x12\rmcpd.model.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19mcpd/model/v1/enums.proto\x1a\x1bmcpd/model/v1/payload.proto\x1a\x1dmcpd/model/v1/telemetry.proto\"\x84\x01\n\x0c\x41spectLimits\x12\x1c\n\x14min_notes_to_cluster\x18\x01 \x01(\x04\x12\x1a\n\x12max_notes_per_pass\x18\x02 \x01(\x04\x12\x11\n\tpage_size\x18\x03 \x01(\r\x12\x13\n\x0bmax_aspects\x18\x04 \x01(\r\x12\x12\n\npass_armed\x18\x05 \x01(\x08\"f\n\x0f\x41spectCatalogue\x12&\n\x07\x61spects\x18\x01 \x03(\x0b\x32\x15.mcpd.model.v1.Aspect\x12+\n\x06limits\x18\x02 \x01(\x0b\x32\x1b.mcpd.model.v1.AspectLimits\"\xcb\x02\n\x0e\x45ntityIndexRow\x12.\n\x0b\x65ntity_kind\x18\x01 \x01(\x0e\x32\x19.mcpd.model.v1.EntityKind\x12\x13\n\x0b\x65ntity_name\x18\x02 \x01(\t\x12\x13\n\x0btrace_count\x18\x03 \x01(\x04\x12\x12\n\nnote_count\x18\x04 \x01(\x04\x12\x17\n\x0f\x65nabled_aspects\x18\x05 \x01(\r\x12\x15\n\rready_aspects\x18\x06 \x01(\r\x12\x31\n\treadiness\x18\x07 \x01(\x0e\x32\x1e.mcpd.model.v1.AspectReadiness\x12\x30\n\x0clast_note_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x36\n\x12latest_snapshot_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"i\n\x13\x45ntityIndexResponse\x12/\n\x08\x65ntities\x18\x01 \x03(\x0b\x32\x1d.mcpd.model.v1.EntityIndexRow\x12!\n\x04page\x18\x02 \x01(\x0b\x32\x13.mcpd.model.v1.Page\"\xc7\x01\n\x11\x41spectProgressRow\x12\x0e\n\x06\x61spect\x18\x01 \x01(\t\x12\x31\n\treadiness\x18\x02 \x01(\x0e\x32\x1e.mcpd.model.v1.AspectReadiness\x12\x12\n\nnote_count\x18\x03 \x01(\x04\x12\x13\n\x0btrace_count\x18\x04 \x01(\x04\x12\x14\n\x0cnotes_needed\x18\x05 \x01(\x04\x12\x30\n\x0clast_note_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\x87\x02\n\x0e\x41spectProgress\x12.\n\x0b\x65ntity_kind\x18\x01 \x01(\x0e\x32\x19.mcpd.model.v1.EntityKind\x12\x13\n\x0b\x65ntity_name\x18\x02 \x01(\t\x12\x31\n\treadiness\x18\x03 \x01(\x0e\x32\x1e.mcpd.model.v1.AspectReadiness\x12\x13\n\x0btrace_count\x18\x04 \x01(\x04\x12\x31\n\x07\x61spects\x18\x05 \x03(\x0b\x32 .mcpd.model.v1.AspectProgressRow\x12\x35\n\x0flatest_snapshot\x18\x06 \x01(\x0b\x32\x1c.mcpd.model.v1.ThemeSnapshot\"\x89\x01\n\x10SnapshotLandmark\x12.\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1c.mcpd.model.v1.ThemeSnapshot\x12:\n\x06reason\x18\x02 \x01(\x0e\x32%.mcpd.model.v1.SnapshotLandmarkReasonH\x00\x88\x01\x01\x42\t\n\x07_reason\"|\n\x14SnapshotListResponse\x12\x32\n\tsnapshots\x18\x01 \x03(\x0b\x32\x1f.mcpd.model.v1.SnapshotLandmark\x12\r\n\x05total\x18\x02 \x01(\x04\x12!\n\x04page\x18\x03 \x01(\x0b\x32\x13.mcpd.model.v1.Page\"\xa8\x01\n\tThemeNode\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12*\n\x04kind\x18\x02 \x01(\x0e\x32\x1c.mcpd.model.v1.ThemeNodeKind\x12\x15\n\x08theme_id\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x05label\x18\x04 \x01(\tB\x04\xb0\xbb\x18\x01\x12\x13\n\x0btrace_count\x18\x05 \x01(\x04\x12\x10\n\x08\x63overage\x18\x06 \x01(\x01\x42\x0b\n\t_theme_id\"Z\n\nThemeStage\x12\x0e\n\x06\x61spect\x18\x01 \x01(\t\x12\x13\n\x0btrace_count\x18\x02 \x01(\x04\x12\'\n\x05nodes\x18\x03 \x03(\x0b\x32\x18.mcpd.model.v1.ThemeNode\"|\n\tThemeLink\x12\x16\n\x0esource_node_id\x18\x01 \x01(\t\x12\x16\n\x0etarget_node_id\x18\x02 \x01(\t\x12\x13\n\x0btrace_count\x18\x03 \x01(\x04\x12\x14\n\x0csource_share\x18\x04 \x01(\x01\x12\x14\n\x0ctarget_share\x18\x05 \x01(\x01\"\x8f\x01\n\tThemeFlow\x12.\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1c.mcpd.model.v1.ThemeSnapshot\x12)\n\x06stages\x18\x02 \x03(\x0b\x32\x19.mcpd.model.v1.ThemeStage\x12\'\n\x05links\x18\x03 \x03(\x0b\x32\x18.mcpd.model.v1.ThemeLink\"b\n\x0bThemeDetail\x12.\n\x08snapshot\x18\x01 \x01(\x0b\x32\x1c.mcpd.model.v1.ThemeSnapshot\x12#\n\x05theme\x18\x02 \x01(\x0b\x32\x14.mcpd.model.v1.Theme\"\x8f\x01\n\x0cThemeExample\x12\x0f\n\x07note_id\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\x12\n\x04text\x18\x03 \x01(\tB\x04\xb0\xbb\x18\x01\x12\x12\n\nsimilarity\x18\x04 \x01(\r\x12\x34\n\x10trace_started_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"l\n\x18ThemeExampleListResponse\x12-\n\x08\x65xamples\x18\x01 \x03(\x0b\x32\x1b.mcpd.model.v1.ThemeExample\x12!\n\x04page\x18\x02 \x01(\x0b\x32\x13.mcpd.model.v1.Page\"\xee\x02\n\x11ThemeHistoryPoint\x12\x13\n\x0bsnapshot_id\x18\x01 \x01(\t\x12-\n\tcutoff_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bwindow_from\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\twindow_to\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12(\n\x05state\x18\x05 \x01(\x0e\x32\x19.mcpd.model.v1.ThemeState\x12\x12\n\nnote_count\x18\x06 \x01(\x04\x12\x13\n\x0btrace_count\x18\x07 \x01(\x04\x12\x10\n\x08\x63overage\x18\x08 \x01(\x01\x12\x12\n\nsplit_from\x18\t \x03(\t\x12\x12\n\nsplit_into\x18\n \x03(\t\x12\x13\n\x0bmerged_from\x18\x0b \x03(\t\x12\x13\n\x0bmerged_into\x18\x0c \x03(\t\"\x9a\x01\n\x0cThemeHistory\x12\x10\n\x08theme_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61spect\x18\x02 \x01(\t\x12\x13\n\x05label\x18\x03 \x01(\tB\x04\xb0\xbb\x18\x01\x12\x30\n\x06points\x18\x04 \x03(\x0b\x32 .mcpd.model.v1.ThemeHistoryPoint\x12!\n\x04page\x18\x05 \x01(\x0b\x32\x13.mcpd.model.v1.Page\"N\n\x10TraceAspectNotes\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12(\n\x05notes\x18\x02 \x03(\x0b\x32\x19.mcpd.model.v1.AspectNote\"\xfe\x01\n\x06\x41spect\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05label\x18\x03 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x18\n\x0binstruction\x18\x05 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07\x64\x65rived\x18\x06 \x01(\x08\x12\x10\n\x08\x62uilt_in\x18\x07 \x01(\x08\x12\x0f\n\x07\x65nabled\x18\x08 \x01(\x08\x12\x12\n\nsort_order\x18\t \x01(\r\x12\x0f\n\x07version\x18\n \x01(\r\x12.\n\ncreated_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x0e\n\x0c_instruction\"\xe4\x02\n\rThemeSnapshot\x12\x13\n\x0bsnapshot_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12.\n\x0b\x65ntity_kind\x18\x03 \x01(\x0e\x32\x19.mcpd.model.v1.EntityKind\x12\x13\n\x0b\x65ntity_name\x18\x04 \x01(\t\x12\x0f\n\x07\x61spects\x18\x05 \x03(\t\x12\x0f\n\x07ordinal\x18\x06 \x01(\x04\x12-\n\tcutoff_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bwindow_from\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12-\n\twindow_to\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0btrace_count\x18\n \x01(\x04\x12\x12\n\nnote_count\x18\x0b \x01(\x04\x12\x0e\n\x06\x63\x61pped\x18\x0c \x01(\x08\"\xac\x02\n\x05Theme\x12\x10\n\x08theme_id\x18\x01 \x01(\t\x12\x13\n\x0bsnapshot_id\x18\x02 \x01(\t\x12\x0e\n\x06\x61spect\x18\x03 \x01(\t\x12.\n\x0b\x65ntity_kind\x18\x04 \x01(\x0e\x32\x19.mcpd.model.v1.EntityKind\x12\x13\n\x0b\x65ntity_name\x18\x05 \x01(\t\x12\x13\n\x05label\x18\x06 \x01(\tB\x04\xb0\xbb\x18\x01\x12\x15\n\rlabel_note_id\x18\x07 \x01(\t\x12\x16\n\x0elabel_trace_id\x18\x08 \x01(\t\x12(\n\x05state\x18\t \x01(\x0e\x32\x19.mcpd.model.v1.ThemeState\x12\x12\n\nnote_count\x18\n \x01(\x04\x12\x13\n\x0btrace_count\x18\x0b \x01(\x04\x12\x10\n\x08\x63overage\x18\x0c \x01(\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mcpd.model.v1.intelligence_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ASPECTLIMITS']._serialized_start=143
-  _globals['_ASPECTLIMITS']._serialized_end=275
-  _globals['_ASPECTCATALOGUE']._serialized_start=277
-  _globals['_ASPECTCATALOGUE']._serialized_end=379
-  _globals['_ENTITYINDEXROW']._serialized_start=382
-  _globals['_ENTITYINDEXROW']._serialized_end=713
-  _globals['_ENTITYINDEXRESPONSE']._serialized_start=715
-  _globals['_ENTITYINDEXRESPONSE']._serialized_end=820
-  _globals['_ASPECTPROGRESSROW']._serialized_start=823
-  _globals['_ASPECTPROGRESSROW']._serialized_end=1022
-  _globals['_ASPECTPROGRESS']._serialized_start=1025
-  _globals['_ASPECTPROGRESS']._serialized_end=1288
-  _globals['_SNAPSHOTLANDMARK']._serialized_start=1291
-  _globals['_SNAPSHOTLANDMARK']._serialized_end=1428
-  _globals['_SNAPSHOTLISTRESPONSE']._serialized_start=1430
-  _globals['_SNAPSHOTLISTRESPONSE']._serialized_end=1554
-  _globals['_THEMENODE']._serialized_start=1557
-  _globals['_THEMENODE']._serialized_end=1719
-  _globals['_THEMESTAGE']._serialized_start=1721
-  _globals['_THEMESTAGE']._serialized_end=1811
-  _globals['_THEMELINK']._serialized_start=1813
-  _globals['_THEMELINK']._serialized_end=1937
-  _globals['_THEMEFLOW']._serialized_start=1940
-  _globals['_THEMEFLOW']._serialized_end=2083
-  _globals['_THEMEDETAIL']._serialized_start=2085
-  _globals['_THEMEDETAIL']._serialized_end=2183
-  _globals['_THEMEEXAMPLE']._serialized_start=2186
-  _globals['_THEMEEXAMPLE']._serialized_end=2323
-  _globals['_THEMEEXAMPLELISTRESPONSE']._serialized_start=2325
-  _globals['_THEMEEXAMPLELISTRESPONSE']._serialized_end=2433
-  _globals['_THEMEHISTORYPOINT']._serialized_start=2436
-  _globals['_THEMEHISTORYPOINT']._serialized_end=2802
-  _globals['_THEMEHISTORY']._serialized_start=2805
-  _globals['_THEMEHISTORY']._serialized_end=2953
-  _globals['_TRACEASPECTNOTES']._serialized_start=2955
-  _globals['_TRACEASPECTNOTES']._serialized_end=3033
-  _globals['_ASPECT']._serialized_start=3036
-  _globals['_ASPECT']._serialized_end=3290
-  _globals['_THEMESNAPSHOT']._serialized_start=3293
-  _globals['_THEMESNAPSHOT']._serialized_end=3649
-  _globals['_THEME']._serialized_start=3652
-  _globals['_THEME']._serialized_end=3946
+  _globals['_THEMENODE'].fields_by_name['label']._loaded_options = None
+  _globals['_THEMENODE'].fields_by_name['label']._serialized_options = b'\260\273\030\001'
+  _globals['_THEMEEXAMPLE'].fields_by_name['text']._loaded_options = None
+  _globals['_THEMEEXAMPLE'].fields_by_name['text']._serialized_options = b'\260\273\030\001'
+  _globals['_THEMEHISTORY'].fields_by_name['label']._loaded_options = None
+  _globals['_THEMEHISTORY'].fields_by_name['label']._serialized_options = b'\260\273\030\001'
+  _globals['_THEME'].fields_by_name['label']._loaded_options = None
+  _globals['_THEME'].fields_by_name['label']._serialized_options = b'\260\273\030\001'
+  _globals['_ASPECTLIMITS']._serialized_start=172
+  _globals['_ASPECTLIMITS']._serialized_end=304
+  _globals['_ASPECTCATALOGUE']._serialized_start=306
+  _globals['_ASPECTCATALOGUE']._serialized_end=408
+  _globals['_ENTITYINDEXROW']._serialized_start=411
+  _globals['_ENTITYINDEXROW']._serialized_end=742
+  _globals['_ENTITYINDEXRESPONSE']._serialized_start=744
+  _globals['_ENTITYINDEXRESPONSE']._serialized_end=849
+  _globals['_ASPECTPROGRESSROW']._serialized_start=852
+  _globals['_ASPECTPROGRESSROW']._serialized_end=1051
+  _globals['_ASPECTPROGRESS']._serialized_start=1054
+  _globals['_ASPECTPROGRESS']._serialized_end=1317
+  _globals['_SNAPSHOTLANDMARK']._serialized_start=1320
+  _globals['_SNAPSHOTLANDMARK']._serialized_end=1457
+  _globals['_SNAPSHOTLISTRESPONSE']._serialized_start=1459
+  _globals['_SNAPSHOTLISTRESPONSE']._serialized_end=1583
+  _globals['_THEMENODE']._serialized_start=1586
+  _globals['_THEMENODE']._serialized_end=1754
+  _globals['_THEMESTAGE']._serialized_start=1756
+  _globals['_THEMESTAGE']._serialized_end=1846
+  _globals['_THEMELINK']._serialized_start=1848
+  _globals['_THEMELINK']._serialized_end=1972
+  _globals['_THEMEFLOW']._serialized_start=1975
+  _globals['_THEMEFLOW']._serialized_end=2118
+  _globals['_THEMEDETAIL']._serialized_start=2120
+  _globals['_THEMEDETAIL']._serialized_end=2218
+  _globals['_THEMEEXAMPLE']._serialized_start=2221
+  _globals['_THEMEEXAMPLE']._serialized_end=2364
+  _globals['_THEMEEXAMPLELISTRESPONSE']._serialized_start=2366
+  _globals['_THEMEEXAMPLELISTRESPONSE']._serialized_end=2474
+  _globals['_THEMEHISTORYPOINT']._serialized_start=2477
+  _globals['_THEMEHISTORYPOINT']._serialized_end=2843
+  _globals['_THEMEHISTORY']._serialized_start=2846
+  _globals['_THEMEHISTORY']._serialized_end=3000
+  _globals['_TRACEASPECTNOTES']._serialized_start=3002
+  _globals['_TRACEASPECTNOTES']._serialized_end=3080
+  _globals['_ASPECT']._serialized_start=3083
+  _globals['_ASPECT']._serialized_end=3337
+  _globals['_THEMESNAPSHOT']._serialized_start=3340
+  _globals['_THEMESNAPSHOT']._serialized_end=3696
+  _globals['_THEME']._serialized_start=3699
+  _globals['_THEME']._serialized_end=3999
 # @@protoc_insertion_point(module_scope)

@@ -31,6 +31,7 @@ class Access(_message.Message):
     OPEN_FIELD_NUMBER: _builtins.int
     SESSION_FIELD_NUMBER: _builtins.int
     AUDIT_ACTION_FIELD_NUMBER: _builtins.int
+    UNAUDITED_BECAUSE_FIELD_NUMBER: _builtins.int
     scope: _enums_pb2.KeyScope.ValueType
     """The key scope the method needs. admin is also accepted where execute or worker is needed."""
     open: _builtins.bool
@@ -41,6 +42,11 @@ class Access(_message.Message):
     """The endpoint id written to the audit log when the method returns stored payloads or
     deletes; empty when the method is not audited.
     """
+    unaudited_because: _builtins.str
+    """Why allowed calls are not audited although the response carries stored payload (a field
+    marked (mcpd.model.v1.payload)), such as a write that only echoes what the caller sent.
+    A method whose response reaches payload sets exactly one of this and audit_action.
+    """
     def __init__(
         self,
         *,
@@ -48,10 +54,11 @@ class Access(_message.Message):
         open: _builtins.bool = ...,
         session: _builtins.bool = ...,
         audit_action: _builtins.str = ...,
+        unaudited_because: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit_action", b"audit_action", "open", b"open", "scope", b"scope", "session", b"session"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit_action", b"audit_action", "open", b"open", "scope", b"scope", "session", b"session", "unaudited_because", b"unaudited_because"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -836,22 +836,29 @@ class ListAuditEventsRequest(_message.Message):
     PROJECT_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    UNATTRIBUTED_FIELD_NUMBER: _builtins.int
     project: _builtins.str
     """Project selector."""
     cursor: _builtins.str
     """Opaque cursor from a previous page."""
     limit: _builtins.int
     """Page size."""
+    unattributed: _builtins.bool
+    """True reads the refusals that name no project instead of the project's log: calls refused
+    for their credential before any request was read (none, unknown, revoked, expired). Only
+    an operator's key (declared in the keys file), or anyone in local mode, may read them.
+    """
     def __init__(
         self,
         *,
         project: _builtins.str = ...,
         cursor: _builtins.str | None = ...,
         limit: _builtins.int | None = ...,
+        unattributed: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_limit", b"_limit", "cursor", b"cursor", "limit", b"limit"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_limit", b"_limit", "cursor", b"cursor", "limit", b"limit", "project", b"project"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_limit", b"_limit", "cursor", b"cursor", "limit", b"limit", "project", b"project", "unattributed", b"unattributed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cursor: _TypeAlias = _typing.Literal["cursor"]  # noqa: Y015
     _WhichOneofArgType__cursor: _TypeAlias = _typing.Literal["_cursor", b"_cursor"]  # noqa: Y015

@@ -80,6 +80,10 @@ def event_row(event: account_pb2.AuditEvent, index: int) -> dict[str, Any]:
         "project": event.project,
         "resource": event.resource if event.HasField("resource") else None,
         "result": result,
+        "source": event.source if event.HasField("source") else None,
+        # Every row stands for at least one request; 0 is a writer that did not count.
+        "count": max(event.count, 1),
+        "reason": event.reason if event.HasField("reason") else None,
     }
 
 
@@ -167,7 +171,9 @@ def _event(row: RowMapping) -> account_pb2.AuditEvent:
         action=row["action"],
         project=row["project"],
         result=enums_pb2.AuditResult.ValueType(result),
+        count=row["count"],
     )
-    if row["resource"] is not None:
-        event.resource = row["resource"]
+    for optional in ("resource", "source", "reason"):
+        if row[optional] is not None:
+            setattr(event, optional, row[optional])
     return event

@@ -30,7 +30,7 @@ from sqlalchemy.sql.dml import Insert
 
 from mcpd.model.v1 import account_pb2
 from mcpd.runtime.clock import Clock, SystemClock
-from mcpd.runtime.errors import AlreadyExists, InvalidArgument, NotFound
+from mcpd.runtime.errors import AlreadyExists, InvalidArgument, NotFound, quoted
 from mcpd.storage.records import AuditPage, StoredAccount, StoredKey, StoredSession
 from mcpd.storage.sql import audit, convert
 from mcpd.storage.sql.base import SqlStore
@@ -261,7 +261,7 @@ class SqlControlStore(SqlStore):
             row = conn.execute(statement).mappings().first()
         if row is None:
             raise NotFound(
-                f"this account has no API key {key_id!r}", field="id", reason="KEY_NOT_FOUND"
+                f"this account has no API key {quoted(key_id)}", field="id", reason="KEY_NOT_FOUND"
             )
         return _record(StoredKey, row)
 
@@ -328,7 +328,9 @@ class SqlControlStore(SqlStore):
         ).first()
         if found is None:
             raise NotFound(
-                f"there is no project {project_id!r}", field="project", reason="PROJECT_NOT_FOUND"
+                f"there is no project {quoted(project_id)}",
+                field="project",
+                reason="PROJECT_NOT_FOUND",
             )
 
     @staticmethod

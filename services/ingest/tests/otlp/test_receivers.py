@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,8 +22,10 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from mcpd.model.v1 import enums_pb2, telemetry_pb2
 from mcpd.runtime.channels import open_channel
 from mcpd.runtime.config import GrpcSettings
+from mcpd.runtime.errors_grpc import rpc_failure_from
 from mcpd.runtime.server import GrpcServer
 from services.ingest import otlp
+from services.ingest.admission import Admission
 from services.ingest.incoming import IncomingBatch
 from services.ingest.otlp import CanIngest, otlp_registrations
 from services.ingest.tests.otlp.producers import SpanRecorder, export_spans
@@ -36,12 +39,24 @@ SPAN, LOG, METRIC = (
 
 @dataclass
 class FakeIngestor:
-    """Refuses what the mapping refused, plus `also_refuse`, and records every batch."""
+    """Refuses what the mapping refused, plus `also_refuse`, and records every batch; admits by
+    `admission`, and holds each request (`entered` set) until `release` is set."""
 
     also_refuse: list[telemetry_pb2.IngestError] = field(default_factory=list)
     batches: list[IncomingBatch] = field(default_factory=list)
+    admission: Admission = field(default_factory=lambda: Admission(1 << 30))
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    entered: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self.release.set()
+
+    def admit(self, size: int) -> AbstractContextManager[None]:
+        return self.admission.admit(size)
 
     async def ingest(self, incoming: IncomingBatch) -> telemetry_pb2.IngestResult:
+        self.entered.set()
+        await self.release.wait()
         self.batches.append(incoming)
         errors = [*incoming.refused, *self.also_refuse]
         rows = len(incoming.spans) + len(incoming.logs) + len(incoming.metrics)
@@ -81,6 +96,8 @@ async def served() -> AsyncIterator[Served]:
 
 def test_the_public_surface_is_pinned() -> None:
     assert otlp.__all__ == [
+        "ADDED_ATTRIBUTES",
+        "EVENTS_KEY",
         "CanIngest",
         "LogsReceiver",
         "MetricsReceiver",
@@ -131,7 +148,7 @@ async def test_refusals_become_partial_success(served: Served) -> None:
 
 
 async def test_a_rejection_without_errors_still_says_how_many(served: Served) -> None:
-    class CountOnly:
+    class CountOnly(FakeIngestor):
         async def ingest(self, incoming: IncomingBatch) -> telemetry_pb2.IngestResult:
             return telemetry_pb2.IngestResult(rejected=2)
 
@@ -198,3 +215,24 @@ async def test_the_sdk_grpc_exporter_delivers(served: Served) -> None:
         "model_inference",
         9,
     )
+
+
+async def test_past_the_admission_bound_an_export_is_refused_with_a_retry_delay(
+    served: Served,
+) -> None:
+    request = _three_spans()
+    served.ingestor.admission = Admission(request.ByteSize())
+    served.ingestor.release.clear()
+    held = asyncio.ensure_future(served.traces.Export(request))
+    await served.ingestor.entered.wait()
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await served.traces.Export(request)
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    failure = rpc_failure_from(refused.value)
+    assert (failure.reason, failure.retry_after_s) == ("INGEST_BUSY", 1.0)
+    served.ingestor.release.set()
+    assert await held == trace_service_pb2.ExportTraceServiceResponse()
+    # Once the first is answered there is room again; the refused one was never mapped.
+    assert await served.traces.Export(request) == trace_service_pb2.ExportTraceServiceResponse()
+    assert len(served.ingestor.batches) == 2
+    assert served.ingestor.admission.pending_bytes == 0

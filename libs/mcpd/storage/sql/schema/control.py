@@ -7,10 +7,19 @@ session tokens are kept as SHA-256 digests, passwords as argon2id hashes.
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Double, ForeignKey, Integer, PrimaryKeyConstraint, Table, Text
+from sqlalchemy import (
+    Column,
+    Double,
+    ForeignKey,
+    Integer,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    text,
+)
 
 from mcpd.storage.sql.schema._common import index, new_metadata
-from mcpd.storage.sql.types import JsonDocument, TimestampNs
+from mcpd.storage.sql.types import Count, JsonDocument, TimestampNs
 
 metadata = new_metadata()
 
@@ -86,6 +95,10 @@ audit_log = Table(
     Column("project", Text, nullable=False),
     Column("resource", Text),
     Column("result", Text, nullable=False),
+    Column("source", Text),
+    # How many requests the row stands for; rows from before the column are single events.
+    Column("count", Count, nullable=False, server_default=text("1")),
+    Column("reason", Text),
     PrimaryKeyConstraint("audit_id"),
     # A project's log newest first, `audit_id` breaking timestamp ties: the keyset of
     # `list_audit`'s pages: one index range scan per page, no sort step.

@@ -26,7 +26,7 @@ from typing import Any, assert_never
 
 from sqlalchemy import BigInteger, ColumnElement, Connection, Table, Text, func, select, tuple_
 
-from mcpd.runtime.errors import InvalidArgument
+from mcpd.runtime.errors import InvalidArgument, quoted
 from mcpd.signals.queries import DeltaPage, DeltaPosition
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.schema.trace import (
@@ -60,7 +60,7 @@ def deltas(
     """`TraceStore.deltas` on one read connection (see the module docstring)."""
     if signal not in SIGNALS:
         raise InvalidArgument(
-            f"signal {signal!r} cannot be polled; choose one of {', '.join(SIGNALS)}",
+            f"signal {quoted(signal)} cannot be polled; choose one of {', '.join(SIGNALS)}",
             field="signal",
         )
     if limit < 1:

@@ -1,0 +1,1 @@
+"""Overload: OTLP/HTTP offered beyond what mcpd stores; see `bench.overload.run`."""
