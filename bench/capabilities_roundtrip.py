@@ -247,7 +247,7 @@ def overhead_rows(results: list[LatencyResult]) -> list[dict[str, object]]:
 
 async def run_async(config: BenchConfig) -> dict[str, Any]:
     results: list[LatencyResult] = []
-    daemon = DaemonProcess(start_timeout_s=config.start_timeout_s, ingest_workers=None)
+    daemon = DaemonProcess(start_timeout_s=config.start_timeout_s, processes=None)
     async with daemon:
         print(
             f"mcpd serve up in {daemon.startup_s or 0.0:.2f} s "

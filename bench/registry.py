@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench import capabilities_roundtrip
+from bench import capabilities_roundtrip, startup
 from bench.config import Benchmark
 from bench.ingest import run as ingest
 from bench.ingest import stages as ingest_stages
@@ -13,6 +13,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     benchmark.name: benchmark
     for benchmark in (
         capabilities_roundtrip.BENCHMARK,
+        startup.BENCHMARK,
         sessions.BENCHMARK,
         ingest.BENCHMARK,
         ingest_stages.BENCHMARK,

@@ -10,6 +10,8 @@ from types import TracebackType
 import uvicorn
 from starlette.types import ASGIApp
 
+from cli.listeners import reuse_port_socket
+
 
 class _EmbeddedUvicorn(uvicorn.Server):
     # The daemon owns SIGTERM/SIGINT and stops every component in order; uvicorn must not
@@ -20,13 +22,15 @@ class _EmbeddedUvicorn(uvicorn.Server):
 
 
 class HttpServer:
-    """An async context manager serving `app` on host:port until the context exits.
+    """An async context manager serving `app` on host:port until the context exits; with
+    `reuse_port`, on a socket shared with the other server processes of `mcpd serve`
+    (`cli.listeners`).
 
     The app's lifespan runs (the MCP endpoint's session manager lives in it): its startup
     completes before the port is bound, and its shutdown runs after the last connection closed.
     """
 
-    def __init__(self, app: ASGIApp, address: str) -> None:
+    def __init__(self, app: ASGIApp, address: str, *, reuse_port: bool = False) -> None:
         host, _, port = address.rpartition(":")
         config = uvicorn.Config(
             app,
@@ -41,6 +45,7 @@ class HttpServer:
             timeout_graceful_shutdown=5,
         )
         self._address = address
+        self._reuse_port = reuse_port
         self._server = _EmbeddedUvicorn(config)
         self._task: asyncio.Task[None] | None = None
 
@@ -55,8 +60,9 @@ class HttpServer:
         # uvicorn reports a failed bind, and a failed app startup, by raising SystemExit.
         self._server.config.load()
         self._server.lifespan = self._server.config.lifespan_class(self._server.config)
+        sockets = [reuse_port_socket(self._address)] if self._reuse_port else None
         try:
-            await self._server.startup()
+            await self._server.startup(sockets=sockets)
         except SystemExit as exc:
             if self._server.lifespan.should_exit:
                 raise OSError(f"the HTTP app on {self._address} failed to start") from exc

@@ -1,9 +1,8 @@
 """The ingest role's parts, built once per process: policies, writer, tail sampler, pipeline,
 and the sessions of ingested traces (`TraceSessions`, told about every stored batch).
 
-An ingest worker (`cli.ingest_workers`) builds the same role with two parts left to its parent:
-it hands the sessions of what it stored to `stored` instead of rebuilding them (the session
-search index has one writer), and does not sweep held traces (the parent decides them all).
+Every server process of `mcpd serve` builds the same role; only the primary sweeps held traces
+(`sweep_tail`), so each trace is decided once.
 
 Order matters on the way out: the writer and the tail sampler are registered on the exit stack
 BEFORE the gRPC servers that feed them, so shutdown drains the servers first (no new batch
@@ -14,9 +13,8 @@ sessions are rebuilt one last time.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from cli.projects import apply_projects, load_projects_file
 from mcpd.pricing import load_price_book
@@ -24,9 +22,9 @@ from mcpd.redaction import load_or_create_key
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.config import Settings
 from mcpd.runtime.server import ServiceRegistration
-from mcpd.signals.batch import IngestLag, SignalBatch
+from mcpd.signals.batch import IngestLag
 from mcpd.storage import Stores
-from services.ingest import registrations
+from services.ingest import TranscriptImports, registrations
 from services.ingest.admission import Admission
 from services.ingest.cardinality import LabelCardinality
 from services.ingest.limits import RecordLimits
@@ -47,27 +45,24 @@ class IngestRole:
     pipeline: IngestPipeline
     writer: BatchWriter
     policies: ProjectPolicies
-    # The sessions of stored traces this process rebuilds (None in an ingest worker).
-    sessions: TraceSessions | None
+    sessions: TraceSessions
     tail: TailSampler
-    # The lag of other processes that ingest for this one (its ingest workers).
-    remote_lags: list[Callable[[], IngestLag]] = field(default_factory=list)
+    transcripts: TranscriptImports
 
     def registrations(self, clock: Clock) -> list[ServiceRegistration]:
         """Native IngestService plus the OTLP collector services."""
-        return [*registrations(self.pipeline, clock), *self.otlp_registrations()]
+        return [
+            *registrations(self.pipeline, clock, self.transcripts),
+            *self.otlp_registrations(),
+        ]
 
     def otlp_registrations(self) -> list[ServiceRegistration]:
         """The OTLP collector services alone (the OTLP/gRPC port serves only these)."""
         return otlp_registrations(self.pipeline)
 
     def lag(self) -> IngestLag:
-        """Records waiting for storage, and the oldest one's age, here and in the workers."""
-        lags = [self.writer.lag(), *(remote() for remote in self.remote_lags)]
-        return IngestLag(
-            pending_records=sum(lag.pending_records for lag in lags),
-            oldest_age_s=max(lag.oldest_age_s for lag in lags),
-        )
+        """Records waiting for storage in this process, and the oldest one's age."""
+        return self.writer.lag()
 
 
 def redaction_key(settings: Settings) -> bytes:
@@ -99,22 +94,17 @@ async def start_ingest(
     stores: Stores,
     clock: Clock,
     *,
-    stored: Callable[[SignalBatch], None] | None = None,
     sweep_tail: bool = True,
 ) -> IngestRole:
-    """Build the ingest role and register its shutdown on `stack`. `stored` is told about
-    every stored batch instead of this process's own `TraceSessions`; `sweep_tail` False
-    leaves held traces to another process (see the module docstring)."""
+    """Build the ingest role and register its shutdown on `stack`; `sweep_tail` False leaves
+    held traces to another process (see the module docstring)."""
     ingest = settings.ingest
     policies = await asyncio.to_thread(project_policies, settings, stores, clock)
-    trace_sessions = None
-    if stored is None:
-        # Registered before the writer, so it closes after it: batches the writer commits
-        # while closing are still noticed, and its close rebuilds what is noticed by then.
-        trace_sessions = TraceSessions(stores.trace, stores.sessions, clock)
-        trace_sessions.start()
-        stack.push_async_callback(trace_sessions.close)
-        stored = trace_sessions.notice
+    # Registered before the writer, so it closes after it: batches the writer commits while
+    # closing are still noticed, and its close rebuilds what is noticed by then.
+    trace_sessions = TraceSessions(stores.trace, stores.sessions, clock)
+    trace_sessions.start()
+    stack.push_async_callback(trace_sessions.close)
     writer = BatchWriter(
         stores.trace,
         monotonic=clock.monotonic,
@@ -136,6 +126,7 @@ async def start_ingest(
         label_values_seen=cardinality.values_seen,
         limits=RecordLimits.from_settings(ingest),
         admission=Admission(ingest.max_pending_bytes),
-        on_stored=stored,
+        on_stored=trace_sessions.notice,
     )
-    return IngestRole(pipeline, writer, policies, trace_sessions, tail)
+    transcripts = TranscriptImports(stores.sessions, lambda project: policies.get(project).redactor)
+    return IngestRole(pipeline, writer, policies, trace_sessions, tail, transcripts)

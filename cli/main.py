@@ -12,10 +12,9 @@ from pathlib import Path
 
 from cli import import_cmd, role_names
 from mcpd.runtime.config import Settings, load_settings, render_settings
-from mcpd.runtime.data_dir import open_data_dir
+from mcpd.runtime.data_dir import DataDirLock, DataDirLocked, open_data_dir
 from mcpd.runtime.errors import McpdError
 from mcpd.runtime.logging import configure_logging
-from mcpd.runtime.telemetry import configure_telemetry
 from mcpd.version import SPEC_VERSION, mcpd_version
 
 
@@ -27,9 +26,6 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the daemon (all roles unless --service)")
     serve.add_argument("--service", choices=role_names.ROLES, help="run one role only")
-    # Internal: a child of an all-in-one `mcpd serve`, its gateway (cli/gateway_process.py) or
-    # an ingest worker (cli/ingest_workers.py).
-    serve.add_argument("--supervisor-fd", type=int, help=argparse.SUPPRESS)
     migrate = commands.add_parser("migrate", help="apply storage migrations and exit")
     migrate.add_argument(
         "--check",
@@ -74,17 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         case "migrate":
             return _migrate(settings, check=args.check)
         case "serve":
-            if args.supervisor_fd is not None and args.service not in ("gateway", "ingest"):
-                print(
-                    "mcpd: --supervisor-fd is for a gateway or an ingest worker "
-                    "(--service gateway or ingest)",
-                    file=sys.stderr,
-                )
-                return 2
-            roles = [args.service] if args.service else list(role_names.ROLES)
-            return _serve(
-                settings, roles, config_path=args.config, supervisor_fd=args.supervisor_fd
-            )
+            return _serve(settings, [args.service] if args.service else list(role_names.ROLES))
         case "import":
             problem = _open_data_dir(settings)
             if problem is not None:
@@ -103,8 +89,7 @@ def _mcp(settings: Settings, *, key: str | None, project: str, mode: str) -> int
     from cli.mcp_stdio import DaemonUnavailableError, StdioOptions, serve_stdio
 
     # stdout carries MCP messages: every log line goes to stderr.
-    configure_logging(settings.log_level, settings.log_format)
-    logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
+    _configure_logging(settings)
     # The key is read here, at the edge, like OTEL_EXPORTER_OTLP_ENDPOINT for serve.
     key = key or os.environ.get(API_KEY_ENV) or None
     if key is not None and (not key.isascii() or not key.isprintable() or " " in key):
@@ -121,57 +106,63 @@ def _mcp(settings: Settings, *, key: str | None, project: str, mode: str) -> int
     return 0
 
 
-def _serve(
-    settings: Settings,
-    roles: list[str],
-    *,
-    config_path: Path | None = None,
-    supervisor_fd: int | None = None,
-) -> int:
-    from cli import children, gateway_process, ingest_workers
+# Libraries that narrate their own start and stop at info: the banner and mcpd's own lines say
+# what matters (alembic: every connection and plugin; uvicorn: the app's lifespan; the MCP SDK:
+# its session manager).
+_CHATTY_LOGGERS = (
+    "alembic.runtime.migration",
+    "alembic.runtime.plugins",
+    "uvicorn.error",
+    "mcp.server.streamable_http_manager",
+)
 
-    if supervisor_fd is not None:
-        children.die_with_parent()  # first: the imports below take a while
+
+def _configure_logging(settings: Settings) -> None:
     configure_logging(settings.log_level, settings.log_format)
-    # Alembic narrates every connection at info; what it applied is enough.
-    logging.getLogger("alembic.runtime.migration").setLevel(logging.WARNING)
-    # Before any child is spawned: the children inherit the umask. (A gateway alone never
-    # opens the data directory.)
+    for name in _CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _serve(settings: Settings, roles: list[str]) -> int:
+    _configure_logging(settings)
+    # A gateway alone never opens the data directory.
+    lock = None
     if any(role in role_names.GRPC_ROLES for role in roles):
         problem = _open_data_dir(settings)
         if problem is not None:
             print(f"mcpd: cannot start: {problem}", file=sys.stderr)
             return 1
+    if "ingest" in roles:
+        # First of all, before any import that takes a while: a second daemon on this data
+        # directory fails at once, naming the one that holds it.
+        lock = DataDirLock(settings.data_dir)
+        try:
+            lock.acquire()
+        except DataDirLocked as exc:
+            print(f"mcpd: cannot start: {exc.message} ({exc.reason})", file=sys.stderr)
+            return 1
+    try:
+        if len(roles) > 1:
+            from cli.supervisor import supervise
+
+            assert lock is not None, "every role includes ingest"
+            return supervise(settings, lock)
+        return _serve_one(settings, roles[0])
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _serve_one(settings: Settings, role: str) -> int:
+    from cli.serve import serve_one
+    from mcpd.runtime.telemetry import configure_telemetry
+
     # The OpenTelemetry SDK's standard variable; read here, at the edge, and nowhere else.
     shutdown_telemetry = configure_telemetry(
-        f"mcpd-{roles[0] if len(roles) == 1 else 'all'}",
-        otlp_endpoint=os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        f"mcpd-{role}", otlp_endpoint=os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     )
-
-    async def run() -> int:
-        if supervisor_fd is not None and roles == ["ingest"]:
-            return await ingest_workers.serve_worker(settings, supervisor_fd)
-        # The children (all roles: the gateway, the ingest workers) are spawned before the
-        # imports below, which are most of a start-up: the processes then import at once.
-        gateway = await gateway_process.spawn_beside(settings, roles, config_path)
-        workers = None
-        try:
-            workers = await ingest_workers.IngestWorkers.spawn(
-                settings, config_path, ingest_workers.worker_count(settings, roles)
-            )
-            from cli.serve import serve  # imported here so `mcpd version` stays fast
-        except BaseException:
-            if gateway is not None:
-                await gateway.stop()
-            if workers is not None:
-                await workers.stop()
-            raise
-        return await serve(
-            settings, roles, gateway=gateway, workers=workers, supervisor_fd=supervisor_fd
-        )
-
     try:
-        return asyncio.run(run())
+        return asyncio.run(serve_one(settings, role))
     except McpdError as exc:
         # The reason too: what a supervisor's log is searched for (KEYS_REQUIRED).
         print(f"mcpd: cannot start: {exc.message} ({exc.reason})", file=sys.stderr)

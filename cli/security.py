@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cli.children import private_host
 from cli.role_names import GRPC_ROLES
 from mcpd.auth.access import access_rules
 from mcpd.auth.audit import AggregatingAuditSink, StoreAuditSink
@@ -38,23 +37,27 @@ class Security:
         await self.audit.close()
 
 
-def listening_addresses(
-    settings: Settings, roles: Sequence[str], *, ingest_workers: int = 0
-) -> list[str]:
-    """Every `host:port` one `mcpd serve` of `roles` binds, its child processes' included: HTTP
-    when it serves the gateway (in this process or in its gateway child), gRPC when it serves a
-    gRPC role, OTLP/gRPC when it serves ingest, and the port of each of its `ingest_workers`
-    (always loopback: only the parent's relays dial them). The local-mode rule
-    (`build_security`) is decided over all of them, so no entrance escapes it."""
+# Where a process serving the gateway beside gRPC roles reaches its own services: a loopback
+# port nobody else dials.
+PRIVATE_ADDRESS = "127.0.0.1:0"
+
+
+def listening_addresses(settings: Settings, roles: Sequence[str]) -> list[str]:
+    """Every `host:port` a process serving `roles` binds: HTTP when it serves the gateway, gRPC
+    when it serves a gRPC role, OTLP/gRPC when it serves ingest, and the private port its own
+    gateway calls its services on when it serves both (always loopback). Every server process
+    of `mcpd serve` binds the same. The local-mode rule (`build_security`) is decided over all
+    of them, so no entrance escapes it."""
+    grpc_roles = any(role in GRPC_ROLES for role in roles)
     addresses: list[str] = []
     if "gateway" in roles:
         addresses.append(settings.http_addr)
-    if any(role in GRPC_ROLES for role in roles):
+    if grpc_roles:
         addresses.append(settings.grpc_addr)
     if "ingest" in roles:
         addresses.append(settings.otlp_grpc_addr)
-    if ingest_workers > 0:
-        addresses.append(f"{private_host(settings.grpc_addr)}:0")
+    if grpc_roles and "gateway" in roles:
+        addresses.append(PRIVATE_ADDRESS)
     return addresses
 
 

@@ -13,7 +13,6 @@ from mcpd.storage import Stores
 from services.ingest.policies import ProjectPolicies
 from services.ingest.transcripts.checkpoints import CheckpointFile
 from services.ingest.transcripts.importer import Importer
-from services.ingest.transcripts.lock import IngestLock, ingest_lock_path
 from services.ingest.transcripts.registry import harnesses
 from services.ingest.transcripts.sources import resolve_sources
 from services.ingest.transcripts.tailer import Tailer
@@ -31,16 +30,8 @@ async def start_transcript_tailing(
     *,
     home: Path,
 ) -> str:
-    """Take the data directory's ingest lock and start tailing the `[sessions]` sources (unless
-    disabled), both released by `stack`; a line for the startup banner.
-
-    The lock is taken even when tailing is off: this process's session store is the index's one
-    writer either way, and `mcpd import` must not write beside it. Raises FailedPrecondition
-    when another process holds it, InvalidArgument for a bad source configuration.
-    """
-    lock = IngestLock(ingest_lock_path(settings.data_dir))
-    lock.acquire()
-    stack.callback(lock.release)
+    """Start tailing the `[sessions]` sources (unless disabled), stopped by `stack`; a line for
+    the startup banner. Raises InvalidArgument for a bad source configuration."""
     sessions = settings.sessions
     if not sessions.enabled:
         return "  sessions   transcript tailing off"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from starlette.applications import Starlette
@@ -16,11 +16,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from gateway.access import AccessCheck
-from gateway.mcp import MCP_PATH, McpHttpEndpoint, ToolCatalog, UpstreamTools, build_server
-from gateway.mcp import caller_from_request as mcp_caller
+from gateway.lazy_mcp import LazyMcpEndpoint
 from gateway.otlp import MAX_BODY_BYTES as OTLP_MAX_BODY_BYTES
 from gateway.otlp import OPENAPI_PATHS as OTLP_OPENAPI_PATHS
 from gateway.otlp import OtlpReceiver
+from gateway.paths import MCP_PATH, OPENAPI_PATH
 from gateway.rest import errors
 from gateway.rest.catalog import load_rpcs
 from gateway.rest.comments import load_comments
@@ -28,7 +28,9 @@ from gateway.rest.openapi import build_openapi
 from gateway.rest.transcoder import ChannelFor, RestTranscoder
 from mcpd.version import mcpd_version
 
-OPENAPI_PATH = "/v1/api/openapi.json"
+if TYPE_CHECKING:
+    from gateway.mcp import McpHttpEndpoint, ToolCatalog
+
 MAX_DEADLINE_S = 300.0
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
@@ -40,7 +42,7 @@ def create_app(
     max_deadline_s: float = MAX_DEADLINE_S,
     max_body_bytes: int = MAX_BODY_BYTES,
     otlp_max_body_bytes: int = OTLP_MAX_BODY_BYTES,
-    mcp_tools: ToolCatalog | None = None,
+    mcp_tools: Callable[[], ToolCatalog] | None = None,
 ) -> Starlette:
     """The gateway app.
 
@@ -58,10 +60,11 @@ def create_app(
     service of its signal (`opentelemetry.proto.collector.trace.v1.TraceService`, ...), which
     `channel_for` must know, with `default_deadline_s`.
 
-    `/mcp` serves the session-search tools of `mcp_tools` (default: the tools' catalogue with no
-    transcript sources named) over Streamable HTTP, forwarding each call to the query service
-    with the caller's `Authorization`. The MCP endpoint runs in the app's lifespan, so the
-    server must run it (uvicorn `lifespan="on"`).
+    `/mcp` serves the session-search tools of the catalogue `mcp_tools` makes (default: the
+    tools' catalogue with no transcript sources named) over Streamable HTTP, forwarding each
+    call to the query service with the caller's `Authorization`. The MCP endpoint is built in
+    the background once the app starts (`gateway.lazy_mcp`) and runs in the app's lifespan, so
+    the server must run it (uvicorn `lifespan="on"`).
     """
     rpcs = load_rpcs()
     openapi_document = functools.cache(
@@ -89,13 +92,20 @@ def create_app(
         access=access,
         endpoints=[("GET", OPENAPI_PATH, openapi), *otlp.endpoints()],
     )
-    mcp = McpHttpEndpoint(
-        build_server(
-            mcp_tools if mcp_tools is not None else ToolCatalog.for_sources(()),
-            UpstreamTools(channel_for, deadline_s=default_deadline_s),
-            caller_of=mcp_caller,
+
+    def build_mcp() -> McpHttpEndpoint:
+        from gateway.mcp import McpHttpEndpoint, ToolCatalog, UpstreamTools, build_server
+        from gateway.mcp import caller_from_request as mcp_caller
+
+        return McpHttpEndpoint(
+            build_server(
+                mcp_tools() if mcp_tools is not None else ToolCatalog.for_sources(()),
+                UpstreamTools(channel_for, deadline_s=default_deadline_s),
+                caller_of=mcp_caller,
+            )
         )
-    )
+
+    mcp = LazyMcpEndpoint(build_mcp)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

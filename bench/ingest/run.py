@@ -181,7 +181,7 @@ class IngestConfig:
     py_spy: Path | None = None
     profile_gil: bool = False
     # mcpd's `ingest.workers` (None: the product default, one per core).
-    ingest_workers: int | None = None
+    processes: int | None = None
 
     def __post_init__(self) -> None:
         if self.seconds <= 0 or self.warmup_seconds < 0 or self.drain_timeout_s < 0:
@@ -452,7 +452,7 @@ async def run_mcpd_case(
                 extra_env=env,
                 keep_files=True,
                 start_timeout_s=config.start_timeout_s,
-                ingest_workers=config.ingest_workers,
+                processes=config.processes,
             )
             await asyncio.to_thread(daemon.start)
             result.server_startup_s = daemon.startup_s
@@ -749,8 +749,8 @@ async def run_async(config: IngestConfig) -> dict[str, Any]:
             "spans_per_request": SPANS_PER_REQUEST,
             "templates": config.templates,
             "refusal_backoff_s": REFUSAL_BACKOFF_S,
-            "ingest_workers": config.ingest_workers
-            if config.ingest_workers is not None
+            "processes": config.processes
+            if config.processes is not None
             else "default (one per core, at most 4)",
             "client": "this process (one asyncio loop); servers in their own process groups",
         },
@@ -871,7 +871,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile-gil", action="store_true", help="sample only the thread holding the GIL"
     )
     parser.add_argument(
-        "--ingest-workers",
+        "--processes",
         type=int,
         default=None,
         help="mcpd's ingest.workers (default: the product default, one per core)",
@@ -900,7 +900,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         profile_dir=args.profile_dir,
         py_spy=args.py_spy,
         profile_gil=args.profile_gil,
-        ingest_workers=args.ingest_workers,
+        processes=args.processes,
     )
     payload = run(config)
     return 1 if payload["not_measured"] and not payload["results"] else 0

@@ -75,7 +75,7 @@ class OverloadConfig:
     max_in_flight: int = 256
     templates: int = 8
     spans_per_request: int = SPANS_PER_REQUEST
-    ingest_workers: int | None = None
+    processes: int | None = None
     env: tuple[tuple[str, str], ...] = ()
     start_timeout_s: float = 120.0
     results_dir: Path = RESULTS_DIR
@@ -271,7 +271,7 @@ async def run_async(config: OverloadConfig) -> dict[str, Any]:
         extra_env=dict(config.env),
         keep_files=True,
         start_timeout_s=config.start_timeout_s,
-        ingest_workers=config.ingest_workers,
+        processes=config.processes,
     )
     try:
         await asyncio.to_thread(daemon.start)
@@ -330,8 +330,8 @@ def _document(
             "payload": config.payload,
             "spans_per_request": spans,
             "max_in_flight": config.max_in_flight,
-            "ingest_workers": config.ingest_workers
-            if config.ingest_workers is not None
+            "processes": config.processes
+            if config.processes is not None
             else "default (one per core, at most 4)",
             "env": dict(config.env),
             "route": "OTLP/HTTP protobuf, HTTP/1.1 keep-alive",
@@ -453,7 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-in-flight", type=int, default=defaults.max_in_flight)
     parser.add_argument("--templates", type=int, default=defaults.templates)
     parser.add_argument("--spans-per-request", type=int, default=defaults.spans_per_request)
-    parser.add_argument("--ingest-workers", type=int, default=None)
+    parser.add_argument("--processes", type=int, default=None)
     parser.add_argument(
         "--env",
         type=_env_pair,
@@ -476,7 +476,7 @@ def config_from_args(args: argparse.Namespace) -> OverloadConfig:
         max_in_flight=args.max_in_flight,
         templates=args.templates,
         spans_per_request=args.spans_per_request,
-        ingest_workers=args.ingest_workers,
+        processes=args.processes,
         env=tuple(args.env),
         results_dir=args.results_dir,
     )

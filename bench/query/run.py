@@ -786,7 +786,7 @@ def measure_http(
     target: Target, dataset: Dataset, config: QueryConfig, result: BackendResult
 ) -> dict[str, Timing]:
     daemon = DaemonProcess(
-        extra_env=target.daemon_env(), start_timeout_s=config.start_timeout_s, ingest_workers=None
+        extra_env=target.daemon_env(), start_timeout_s=config.start_timeout_s, processes=None
     )
     with daemon:
         result.daemon_startup_s = daemon.startup_s

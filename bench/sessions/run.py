@@ -665,7 +665,7 @@ async def run_mcp(
         "open(turn, limit=50)",
     )
     daemon = DaemonProcess(
-        extra_env={"MCPD_DATA_DIR": str(data_dir)}, start_timeout_s=timeout_s, ingest_workers=None
+        extra_env={"MCPD_DATA_DIR": str(data_dir)}, start_timeout_s=timeout_s, processes=None
     )
     results: list[Latency] = []
     async with daemon:

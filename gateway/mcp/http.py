@@ -21,11 +21,10 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from gateway.mcp.server import Caller
+from gateway.paths import MCP_PATH
 from gateway.rest.transcoder import CLIENT_ADDRESS_METADATA, FORWARDED_HEADERS
 from mcpd.auth.metadata import is_loopback_host
 from mcpd.runtime.errors import InvalidArgument
-
-MCP_PATH = "/mcp"
 
 PROJECT_HEADER = "x-mcpd-project"
 """Request header: the project selector, for keys that reach several projects."""

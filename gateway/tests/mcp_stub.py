@@ -133,7 +133,7 @@ async def stub_gateway(**app_options: Any) -> AsyncIterator[Gateway]:
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
-    app = create_app(lambda service: channel, mcp_tools=CATALOG, **app_options)
+    app = create_app(lambda service: channel, mcp_tools=lambda: CATALOG, **app_options)
     try:
         async with HttpServer(app, "127.0.0.1:0") as http:
             yield Gateway(f"http://127.0.0.1:{http.port}/mcp", servicer)

@@ -192,7 +192,7 @@ async def test_a_body_over_the_limit_is_refused_before_it_is_parsed(gateway: Gat
 
 async def test_an_unreachable_query_service_is_a_backend_failure() -> None:
     channel = grpc.aio.insecure_channel("127.0.0.1:1")
-    app = create_app(lambda service: channel, mcp_tools=CATALOG, default_deadline_s=2.0)
+    app = create_app(lambda service: channel, mcp_tools=lambda: CATALOG, default_deadline_s=2.0)
     try:
         async with HttpServer(app, "127.0.0.1:0") as http:
             url = f"http://127.0.0.1:{http.port}/mcp"

@@ -74,7 +74,9 @@ async def mcp_url(stores: Stores) -> AsyncIterator[str]:
         )
         channel = open_channel(f"127.0.0.1:{server.port}", GrpcSettings())
         stack.push_async_callback(channel.close)
-        app = create_app(lambda service: channel, mcp_tools=ToolCatalog.for_sources(SOURCES))
+        app = create_app(
+            lambda service: channel, mcp_tools=lambda: ToolCatalog.for_sources(SOURCES)
+        )
         http = await stack.enter_async_context(HttpServer(app, "127.0.0.1:0"))
         yield f"http://127.0.0.1:{http.port}/mcp"
 

@@ -290,9 +290,10 @@ async def test_json_that_is_not_an_export_is_a_400(
 async def test_bytes_that_are_not_an_export_are_a_400(
     client: httpx.AsyncClient, otlp_upstream: Upstream
 ) -> None:
+    # Passed on as it came: the service is the one that parses it, and refuses it.
     response = await client.post("/v1/traces", content=b"\xff\xff\xff", headers=PROTOBUF)
     status = assert_status(response, 400, code_pb2.INVALID_ARGUMENT, "MALFORMED_PROTOBUF")
-    assert bad_request(status).field_violations[0].description == status.message
+    assert "not a valid protobuf message" in status.message
     assert otlp_upstream.collector.exports == []
 
 

@@ -1,5 +1,6 @@
 """The ingest service: native ingest of spans, logs, metrics, scores, feedback and aspect notes,
-and the OTLP collector services, over one pipeline (`pipeline.IngestPipeline`)."""
+and the OTLP collector services, over one pipeline (`pipeline.IngestPipeline`); and transcripts
+handed over by `mcpd import` (`transcripts.imports.TranscriptImports`)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.servicer import IngestServicer
+from services.ingest.transcripts.imports import TranscriptImports
 
-__all__ = ["registrations"]
+__all__ = ["TranscriptImports", "registrations"]
 
 
-def registrations(pipeline: IngestPipeline, clock: Clock) -> list[ServiceRegistration]:
-    """The native IngestService over `pipeline`."""
-    return [registration(IngestServicer(pipeline, clock), add_IngestServiceServicer_to_server)]
+def registrations(
+    pipeline: IngestPipeline, clock: Clock, transcripts: TranscriptImports
+) -> list[ServiceRegistration]:
+    """The native IngestService over `pipeline` and `transcripts`."""
+    servicer = IngestServicer(pipeline, clock, transcripts)
+    return [registration(servicer, add_IngestServiceServicer_to_server)]

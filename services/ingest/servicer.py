@@ -1,17 +1,21 @@
-"""Native ingest of spans, logs, metrics, scores, feedback and aspect notes.
+"""Native ingest of spans, logs, metrics, scores, feedback and aspect notes, and transcripts
+handed over by `mcpd import`.
 
 Thin: each RPC turns its request into rows (`mcpd.signals.messages`) and hands them to the
-pipeline, which validates, redacts, prices, samples and stores them.
+pipeline, which validates, redacts, prices, samples and stores them; a transcript goes to the
+transcript importer (`services.ingest.transcripts.imports`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
+from datetime import UTC
 from typing import Any, TypeVar
 
 import grpc
 
-from mcpd.ingest.v1 import ingest_service_pb2_grpc
+from mcpd.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
 from mcpd.model.v1 import enums_pb2, telemetry_pb2
 from mcpd.runtime.clock import Clock, to_timestamp
 from mcpd.runtime.errors import InvalidArgument
@@ -19,6 +23,7 @@ from mcpd.runtime.ids import new_id
 from mcpd.signals import messages
 from services.ingest.incoming import IncomingBatch
 from services.ingest.pipeline import IngestPipeline
+from services.ingest.transcripts.imports import TranscriptImports
 from services.ingest.validation import field_of
 
 Row = TypeVar("Row")
@@ -27,9 +32,12 @@ Row = TypeVar("Row")
 class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
     """IngestService over the pipeline."""
 
-    def __init__(self, pipeline: IngestPipeline, clock: Clock) -> None:
+    def __init__(
+        self, pipeline: IngestPipeline, clock: Clock, transcripts: TranscriptImports
+    ) -> None:
         self._pipeline = pipeline
         self._clock = clock
+        self._transcripts = transcripts
 
     async def Ingest(
         self, request: telemetry_pb2.IngestBatch, context: grpc.aio.ServicerContext[Any, Any]
@@ -63,6 +71,30 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         row = messages.feedback_row(feedback)
         await self._single(IncomingBatch(feedback=[(0, row)]))
         return messages.feedback_message(row)
+
+    async def ImportTranscript(
+        self,
+        request: ingest_service_pb2.ImportTranscriptRequest,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> ingest_service_pb2.ImportTranscriptResponse:
+        with self._pipeline.admit(request.ByteSize()):
+            outcome = await asyncio.to_thread(
+                self._transcripts.import_lines,
+                request.project,
+                harness=request.harness,
+                source=request.source,
+                name=request.path,
+                lines=list(request.lines),
+                modified_at=request.modified_at.ToDatetime(UTC),
+            )
+        return ingest_service_pb2.ImportTranscriptResponse(
+            events=outcome.events,
+            session_id=outcome.session_id,
+            errors=[
+                ingest_service_pb2.TranscriptError(file=e.file, line=e.line, message=e.message)
+                for e in outcome.errors
+            ],
+        )
 
     async def _single(self, incoming: IncomingBatch) -> None:
         result = await self._pipeline.ingest(incoming)

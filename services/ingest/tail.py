@@ -14,9 +14,9 @@ restart the memory is empty: a late straggler is then held and decided on its ow
 `max_wait_s` runs out (its share is drawn from its trace id, so a trace that was sampled out
 stays out unless the straggler itself failed).
 
-One process sweeps; others that ingest for it (`cli.ingest_workers`) hold spans without
-sweeping and are told each sweep's decisions (`add_listener`, `remember`), so their stragglers
-follow them too.
+One process sweeps (the primary of `mcpd serve`'s server processes); the others hold spans
+without sweeping, and the stragglers they hold follow the sweeper's remembered decision at its
+next sweep.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import contextlib
 import logging
 import threading
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 from mcpd.runtime.clock import Clock, epoch_nanos
 from mcpd.storage.interfaces import TraceStore
@@ -60,7 +60,6 @@ class TailSampler:
         self._decisions: OrderedDict[tuple[str, str], bool] = OrderedDict()
         self._lock = threading.Lock()
         self._task: asyncio.Task[None] | None = None
-        self._listeners: list[Callable[[list[Decision]], None]] = []
 
     def decided(self, project: str, trace_id: str) -> bool | None:
         """The remembered decision for a trace, or None when it has not been decided here."""
@@ -88,7 +87,7 @@ class TailSampler:
         return decisions
 
     def remember(self, decisions: Iterable[Decision]) -> None:
-        """Keep decisions (this process's, or another's), so stragglers follow them."""
+        """Keep decisions, so stragglers follow them."""
         with self._lock:
             for project, keep, drop in decisions:
                 for trace_ids, verdict in ((keep, True), (drop, False)):
@@ -97,10 +96,6 @@ class TailSampler:
                         self._decisions.move_to_end((project, trace_id))
             while len(self._decisions) > self._memory:
                 self._decisions.popitem(last=False)
-
-    def add_listener(self, listener: Callable[[list[Decision]], None]) -> None:
-        """Have `listener` told each sweep's decisions, on the event loop, once applied."""
-        self._listeners.append(listener)
 
     def start(self) -> None:
         """Sweep every `interval_s` on the running loop until `close`."""
@@ -119,10 +114,6 @@ class TailSampler:
         while True:
             await asyncio.sleep(self._interval_s)
             try:
-                decisions = await asyncio.to_thread(self.sweep)
+                await asyncio.to_thread(self.sweep)
             except Exception:
                 log.exception("tail sampling sweep failed; held traces stay held")
-                continue
-            if decisions:
-                for listener in self._listeners:
-                    listener(decisions)

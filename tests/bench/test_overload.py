@@ -105,7 +105,7 @@ def test_a_short_run_against_the_daemon(tmp_path: Path) -> None:
         calibrate_s=1.0,
         templates=2,
         spans_per_request=64,
-        ingest_workers=1,
+        processes=1,
         env=(("MCPD_INGEST_MAX_PENDING_BYTES", "1"),),
         results_dir=tmp_path,
     )

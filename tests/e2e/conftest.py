@@ -16,7 +16,7 @@ BACKENDS = ["sqlite", "postgres", "clickhouse"]
 # The ingest tests run the product's ingest worker processes (two: what a two-core machine
 # gets), so what the gateway relays is ingested in processes other than the one that owns the
 # session index and the tail-sampling sweep. Other tests start daemons without them.
-INGEST_WORKERS = 2
+PROCESSES = 2
 
 
 @pytest.fixture

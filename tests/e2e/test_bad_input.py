@@ -55,7 +55,7 @@ class Answer:
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
     keys = write_keys_file(tmp_path_factory.mktemp("keys") / "keys.toml")
     env = {"MCPD_SECURITY_KEYS_FILE": str(keys)}
-    with DaemonProcess(extra_env=env, ingest_workers=1) as process:
+    with DaemonProcess(extra_env=env, processes=1) as process:
         yield process
 
 

@@ -32,7 +32,7 @@ TRACE_EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 def test_otlp_grpc_off_loopback_without_credentials_refuses_to_start() -> None:
     # HTTP and gRPC on loopback (the harness's), OTLP/gRPC on every interface.
-    daemon = DaemonProcess(extra_env=EXPOSED_OTLP, ingest_workers=1, start_timeout_s=30)
+    daemon = DaemonProcess(extra_env=EXPOSED_OTLP, processes=1, start_timeout_s=30)
     with pytest.raises(DaemonStartError) as refused:
         daemon.start()
     assert daemon.returncode == 1
@@ -48,7 +48,7 @@ def test_otlp_grpc_off_loopback_with_a_keys_file_starts_and_authenticates(tmp_pa
         'secret = "mcpd_k_test_hardening_0123456789abcdef"\n'
     )
     env = {**EXPOSED_OTLP, "MCPD_SECURITY_KEYS_FILE": str(keys)}
-    with DaemonProcess(extra_env=env, ingest_workers=1) as daemon:
+    with DaemonProcess(extra_env=env, processes=1) as daemon:
         banner = daemon.stderr_text()
         assert "auth       on (1 configured keys" in banner
         bound = re.search(r"otlp/grpc\s+0\.0\.0\.0:(\d+)", banner)
@@ -88,7 +88,7 @@ def _ingest_one_span(daemon: DaemonProcess) -> None:
 def test_a_fresh_data_directory_is_private_to_its_owner(tmp_path: Path) -> None:
     data_dir = tmp_path / "fresh"
     env = {"MCPD_DATA_DIR": str(data_dir)}
-    with DaemonProcess(extra_env=env, ingest_workers=1) as daemon:
+    with DaemonProcess(extra_env=env, processes=1) as daemon:
         _ingest_one_span(daemon)
         modes = _modes(data_dir)  # while it runs: the SQLite -wal and -shm files exist
     for name in ("trace.db", "control.db", "run.db"):
@@ -164,7 +164,7 @@ async def test_a_burst_beyond_the_bound_is_refused_with_retry_after_then_stored(
     trace_ids = [secrets.token_bytes(16) for _ in range(BURST)]
     refusals: list[httpx.Response] = []
     async with (
-        DaemonProcess(extra_env=TINY_BOUND, ingest_workers=1) as daemon,
+        DaemonProcess(extra_env=TINY_BOUND, processes=1) as daemon,
         httpx.AsyncClient(base_url=daemon.http_url, timeout=60) as http,
     ):
         await asyncio.gather(

@@ -1,11 +1,13 @@
 """`mcpd import` as a user runs it: files and directories, the summary, per-line errors, bad
-arguments, and refusing to write beside a running daemon."""
+arguments, and handing the files to the daemon that owns the data directory."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ from mcpd.sessions.model import EventType
 from mcpd.sessions.store import SearchQuery
 from mcpd.storage import open_stores
 from mcpd.testing.daemon import DaemonProcess
+from tests.e2e.mcp_client import envelope_of, http_session
 
 pytestmark = pytest.mark.e2e
 
@@ -120,17 +123,69 @@ def test_bad_arguments_exit_2(tmp_path: Path, args: list[str], message: str) -> 
     assert message in result.stderr
 
 
-async def test_import_refuses_to_write_beside_a_running_daemon(tmp_path: Path) -> None:
+HARNESS_OF = {
+    "codex": "codex",
+    "claude-code": "claude-code",
+    "qwen-code": "qwen-code",
+    "kimi-cli": "kimi-cli",
+}
+
+
+def _read_model(data_dir: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    """Every session and event of a data directory's read model, by id (write counters left
+    out: they say how often a row was written, not what it holds)."""
+    with contextlib.closing(sqlite3.connect(data_dir / "trace.db")) as db:
+        sessions = db.execute(
+            "SELECT project, id, source, harness, session_key, path, title, display_label,"
+            " started_at, updated_at, completed, turn_count, event_count, summary, cwd,"
+            " content_hash FROM sessions ORDER BY id"
+        ).fetchall()
+        events = db.execute(
+            "SELECT id, session_id, turn_id, ordinal, seq, type, text, row_hash"
+            " FROM events ORDER BY id"
+        ).fetchall()
+    return sessions, events
+
+
+async def test_import_into_a_running_daemon_equals_an_offline_import(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
+    transcripts = tmp_path / "transcripts"
+    for folder in HARNESS_OF:
+        shutil.copytree(FIXTURES / folder, transcripts / folder)
+    offline = tmp_path / "offline"
     async with DaemonProcess(extra_env={"HOME": str(home)}) as daemon:
-        result = await asyncio.to_thread(
-            _run, "codex", str(FIXTURES / "codex"), data_dir=daemon.data_dir
+        for folder, harness in HARNESS_OF.items():
+            handed = await asyncio.to_thread(
+                _run, harness, str(transcripts / folder), data_dir=daemon.data_dir
+            )
+            local = await asyncio.to_thread(
+                _run, harness, str(transcripts / folder), data_dir=offline
+            )
+            assert handed.returncode == 0, handed.stderr
+            assert local.returncode == 0, local.stderr
+            # The same counts, said the same way (the rate aside).
+            assert _counts(handed.stdout) == _counts(local.stdout), (handed.stdout, local.stdout)
+            assert ": 1 sessions," in handed.stdout
+        # Again: the same sessions, not new ones.
+        again = await asyncio.to_thread(
+            _run, "codex", str(transcripts / "codex"), data_dir=daemon.data_dir
         )
-    assert result.returncode == 1
-    assert f"another mcpd process (pid {daemon.pid})" in result.stderr
-    assert "stop the daemon" in result.stderr
-    assert str(daemon.data_dir) in result.stderr
+        assert again.returncode == 0, again.stderr
+        # The daemon's own search finds what it was handed.
+        async with http_session(daemon) as session:
+            found = envelope_of(
+                await session.call_tool("search_sessions", {"query": "inspect the project"})
+            )
+        assert found["data"]["results"], found
+        handed_model = _read_model(daemon.data_dir)
+    assert handed_model == _read_model(offline)
+    assert len(handed_model[0]) == len(HARNESS_OF)
+
+
+def _counts(summary: str) -> str:
+    """The summary's first line up to its timing."""
+    return summary.splitlines()[0].split(" in ")[0]
 
 
 def test_the_projects_redaction_rules_apply_to_imported_transcripts(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from mcpd.testing.daemon import DaemonProcess
-from tests.e2e.conftest import INGEST_WORKERS
+from tests.e2e.conftest import PROCESSES
 from tests.e2e.ingest_payloads import new_span_id, new_trace_id
 
 pytestmark = pytest.mark.e2e
@@ -98,7 +98,7 @@ async def test_kill_9_during_a_large_batch_leaves_all_or_nothing(tmp_path: Path)
     batch, trace_ids = _batch(key)
     wal = data_dir / "trace.db-wal"
 
-    daemon = DaemonProcess(extra_env=env, ingest_workers=INGEST_WORKERS)
+    daemon = DaemonProcess(extra_env=env, processes=PROCESSES)
     daemon.start()
     try:
         baseline = wal.stat().st_size if wal.exists() else 0
@@ -123,7 +123,7 @@ async def test_kill_9_during_a_large_batch_leaves_all_or_nothing(tmp_path: Path)
 
     # The producer retries with the same key: the batch ends up stored exactly once.
     async with (
-        DaemonProcess(extra_env=env, ingest_workers=INGEST_WORKERS) as restarted,
+        DaemonProcess(extra_env=env, processes=PROCESSES) as restarted,
         httpx.AsyncClient(base_url=restarted.http_url, timeout=120) as http,
     ):
         retried = (await http.post("/v1/api/ingest", json=batch)).json()
@@ -144,7 +144,7 @@ async def test_every_acknowledged_batch_survives_kill_9(tmp_path: Path) -> None:
     acknowledged: list[tuple[str, list[str]]] = []
     enough = asyncio.Event()
 
-    daemon = DaemonProcess(extra_env=env, ingest_workers=INGEST_WORKERS)
+    daemon = DaemonProcess(extra_env=env, processes=PROCESSES)
     daemon.start()
     try:
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from mcpd.testing.daemon import DaemonProcess
-from tests.e2e.conftest import BACKENDS, INGEST_WORKERS, storage_env
+from tests.e2e.conftest import BACKENDS, PROCESSES, storage_env
 from tests.e2e.ingest_payloads import T0, agent_trace, new_span_id, new_trace_id
 
 pytestmark = pytest.mark.e2e
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(params=BACKENDS)
 async def daemon(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[DaemonProcess]:
     env = storage_env(request.param, tmp_path, request)
-    async with DaemonProcess(extra_env=env, ingest_workers=INGEST_WORKERS) as running:
+    async with DaemonProcess(extra_env=env, processes=PROCESSES) as running:
         yield running
 
 

@@ -40,7 +40,7 @@ from opentelemetry.trace import Status, StatusCode
 from sqlalchemy import create_engine, text
 
 from mcpd.testing.daemon import DaemonProcess
-from tests.e2e.conftest import INGEST_WORKERS
+from tests.e2e.conftest import PROCESSES
 from tests.e2e.ingest_payloads import T0, T1, new_span_id, new_trace_id
 
 pytestmark = pytest.mark.e2e
@@ -56,7 +56,7 @@ RESOURCE = {
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[DaemonProcess]:
-    with DaemonProcess(ingest_workers=INGEST_WORKERS) as running:
+    with DaemonProcess(processes=PROCESSES) as running:
         yield running
 
 

@@ -31,7 +31,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
 
 from mcpd.testing.daemon import DaemonProcess
-from tests.e2e.conftest import BACKENDS, INGEST_WORKERS, storage_env
+from tests.e2e.conftest import BACKENDS, PROCESSES, storage_env
 from tests.e2e.ingest_payloads import (
     child_span,
     new_trace_id,
@@ -72,7 +72,7 @@ def _daemon(
     daemon = DaemonProcess(
         extra_env={**env, "MCPD_INGEST_PROJECTS_FILE": str(projects)},
         keep_files=True,
-        ingest_workers=INGEST_WORKERS,
+        processes=PROCESSES,
     )
     return daemon, env
 

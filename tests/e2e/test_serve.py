@@ -19,12 +19,10 @@ import httpx
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cli.children import child_environment
 from mcpd import codec
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
-from mcpd.runtime.config import load_settings
 from mcpd.testing.daemon import DaemonProcess, DaemonStartError
-from tests.e2e.conftest import BACKENDS, INGEST_WORKERS, storage_env
+from tests.e2e.conftest import BACKENDS, PROCESSES, storage_env
 
 pytestmark = pytest.mark.e2e
 
@@ -140,99 +138,83 @@ def test_make_run_honours_the_environment(tmp_path: Path) -> None:
         assert (daemon.data_dir / "trace.db").exists()
 
 
-# -- the gateway's own process (all roles) ------------------------------------------------------
+# -- the server processes of `mcpd serve` ---------------------------------------------------------
 
 needs_proc = pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads Linux /proc")
 
 
-def _children(daemon: DaemonProcess) -> dict[str, list[int]]:
-    """The daemon's child processes by role (`--service ROLE`)."""
+def _servers(daemon: DaemonProcess) -> list[int]:
+    """The daemon's server processes (the supervisor's children)."""
     assert daemon.pid is not None
     members = _group_members(daemon.pid)
-    found: dict[str, list[int]] = {}
-    for pid, (ppid, argv) in members.items():
-        if ppid == daemon.pid:
-            found.setdefault(argv[argv.index("--service") + 1], []).append(pid)
-    return found
+    return sorted(pid for pid, (ppid, _) in members.items() if ppid == daemon.pid)
 
 
 @needs_proc
-def test_gateway_and_ingest_workers_run_in_their_own_processes_and_die_with_the_parent() -> None:
-    with DaemonProcess(ingest_workers=INGEST_WORKERS) as daemon:
+def test_every_server_shares_every_port_and_dies_with_the_supervisor() -> None:
+    with DaemonProcess(processes=PROCESSES) as daemon:
         assert daemon.pid is not None
-        children = _children(daemon)
-        assert sorted(children) == ["gateway", "ingest"], children
-        (gateway,) = children["gateway"]
-        workers = children["ingest"]
-        assert len(workers) == INGEST_WORKERS
-        members = _group_members(daemon.pid)
-        # The banner is out before the gateway answers anyone but the parent's own probe.
+        servers = _servers(daemon)
+        assert len(servers) == PROCESSES
         banner = daemon.stderr_text()
-        assert f"gateway    process {gateway}" in banner
-        assert f"ingest     {INGEST_WORKERS} worker processes" in banner
-        # HTTP is served by the child, gRPC by the parent that owns storage; the workers listen
-        # on private ports of their own.
-        assert _listening_pids(_port(daemon.http_addr), members) == {gateway}
-        assert _listening_pids(_port(daemon.grpc_addr), members) == {daemon.pid}
+        assert f"processes  supervisor {daemon.pid}, {PROCESSES} servers" in banner
+        assert f"OTLP/HTTP  http://{daemon.http_addr}" in banner
+        assert f"MCP stdio  {_mcpd()} mcp" in banner
+        # Every server listens on HTTP, gRPC and OTLP/gRPC; the supervisor on none of them.
+        members = _group_members(daemon.pid)
+        for address in (daemon.http_addr, daemon.grpc_addr, daemon.otlp_grpc_addr):
+            assert _listening_pids(_port(address), members) == set(servers), address
         assert httpx.get(f"{daemon.http_url}/v1/api/capabilities", timeout=10).status_code == 200
 
-        os.kill(daemon.pid, signal.SIGKILL)  # the parent only, not the group
+        os.kill(daemon.pid, signal.SIGKILL)  # the supervisor only, not the group
         deadline = time.monotonic() + 5
-        while any(_alive(pid) for pid in [gateway, *workers]) or _accepts(daemon.http_addr):
-            assert time.monotonic() < deadline, "a child outlived its parent"
+        while any(_alive(pid) for pid in servers) or _accepts(daemon.http_addr):
+            assert time.monotonic() < deadline, "a server outlived its supervisor"
             time.sleep(0.05)
     assert daemon.returncode == -signal.SIGKILL
 
 
 @needs_proc
-@pytest.mark.parametrize("role", ["gateway", "ingest"])
-def test_a_dead_child_process_stops_the_daemon_with_a_failure(role: str) -> None:
-    with DaemonProcess(ingest_workers=INGEST_WORKERS) as daemon:
+def test_a_dead_server_stops_the_daemon_with_a_failure() -> None:
+    with DaemonProcess(processes=PROCESSES) as daemon:
         assert daemon.pid is not None
-        os.kill(_children(daemon)[role][0], signal.SIGKILL)
-        # The parent notices, stops in order and exits non-zero, for a supervisor to restart it.
+        os.kill(_servers(daemon)[-1], signal.SIGKILL)
+        # The supervisor notices, stops the others and exits non-zero, for whatever supervises
+        # mcpd to restart it.
         assert daemon.wait(15) == 1
-        assert f"the {role} process died (killed by SIGKILL)" in daemon.stderr_text()
+        assert "died (killed by SIGKILL)" in daemon.stderr_text()
         assert not _group_members(daemon.pid)
 
 
 @needs_proc
-def test_sigterm_to_the_whole_group_stops_cleanly() -> None:
+def test_sigterm_to_the_whole_group_stops_cleanly_and_says_so_once() -> None:
     # A terminal's Ctrl-C, or a service manager, signals every process of the group at once.
-    with DaemonProcess(ingest_workers=INGEST_WORKERS) as daemon:
+    with DaemonProcess(processes=PROCESSES) as daemon:
         assert daemon.pid is not None
         os.killpg(daemon.pid, signal.SIGTERM)
         assert daemon.wait(15) == 0, daemon.stderr_text()
+        assert daemon.stderr_text().count('"msg":"stopped"') == 1, daemon.stderr_text()
 
 
 @needs_proc
-def test_separate_process_false_and_no_workers_keep_one_process() -> None:
-    with DaemonProcess(extra_env={"MCPD_GATEWAY_SEPARATE_PROCESS": "false"}) as daemon:
-        assert daemon.pid is not None
-        members = _group_members(daemon.pid)
-        assert list(members) == [daemon.pid], members
-        assert _listening_pids(_port(daemon.http_addr), members) == {daemon.pid}
-        assert httpx.get(f"{daemon.http_url}/healthz", timeout=10).json()["status"] == "ok"
-    assert daemon.returncode == 0
-
-
-@needs_proc
-@pytest.mark.parametrize("separate_gateway", ["true", "false"])
-def test_the_gateway_sends_ingest_to_every_worker(separate_gateway: str) -> None:
-    env = {"MCPD_GATEWAY_SEPARATE_PROCESS": separate_gateway}
-    with DaemonProcess(extra_env=env, ingest_workers=INGEST_WORKERS) as daemon:
-        workers = _children(daemon)["ingest"]
-        before = {pid: _cpu_seconds(pid) for pid in workers}
-        trace_ids = [f"{index + 1:032x}" for index in range(8)]
+def test_requests_spread_over_every_server() -> None:
+    with DaemonProcess(processes=PROCESSES) as daemon:
+        servers = _servers(daemon)
+        before = {pid: _cpu_seconds(pid) for pid in servers}
+        trace_ids = [f"{index + 1:032x}" for index in range(16)]
+        for trace_id in trace_ids:
+            # A connection each: the kernel spreads connections, not requests, over the servers.
+            answer = httpx.post(
+                f"{daemon.http_url}/v1/api/ingest",
+                json={"spans": _spans(trace_id, 200)},
+                timeout=30,
+            )
+            assert answer.json()["accepted"] == 200, answer.text
         with httpx.Client(base_url=daemon.http_url, timeout=30) as http:
             for trace_id in trace_ids:
-                answer = http.post("/v1/api/ingest", json={"spans": _spans(trace_id, 300)})
-                assert answer.json()["accepted"] == 300, answer.text
-            for trace_id in trace_ids:
                 detail = http.get(f"/v1/api/traces/{trace_id}").json()
-                assert detail["trace"]["span_count"] == 300
-        # Round robin: each worker mapped, validated and wrote four requests of 300 spans.
-        grown = {pid: _cpu_seconds(pid) - before[pid] for pid in workers}
+                assert detail["trace"]["span_count"] == 200
+        grown = {pid: _cpu_seconds(pid) - before[pid] for pid in servers}
         assert all(seconds > 0.05 for seconds in grown.values()), grown
 
 
@@ -258,7 +240,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_a_gateway_that_cannot_listen_fails_the_start() -> None:
+def test_a_port_in_use_fails_the_start() -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -266,28 +248,43 @@ def test_a_gateway_that_cannot_listen_fails_the_start() -> None:
         daemon = DaemonProcess(extra_env={"MCPD_HTTP_ADDR": f"127.0.0.1:{port}"})
         with pytest.raises(DaemonStartError) as caught:
             daemon.start()
-    assert f"cannot listen on 127.0.0.1:{port}" in str(caught.value)
-    assert "mcpd: cannot start: the gateway process" in str(caught.value)
+    assert f"mcpd: cannot start: cannot listen on 127.0.0.1:{port}" in str(caught.value)
     assert daemon.returncode == 1
     assert daemon.pid is not None
     assert not _group_members(daemon.pid)
 
 
-def test_the_child_environment_carries_the_parent_settings(tmp_path: Path) -> None:
-    config = tmp_path / "mcpd.toml"
-    config.write_text(
-        'http_addr = "127.0.0.1:0"\nlog_format = "text"\n'
-        "[gateway]\ndefault_deadline_s = 12.5\nseparate_process = false\n"
-        '[security]\nkeys_file = "keys.toml"\n'
-        '[sessions]\nsources = ""\n'
-        '[storage]\nbackend = "postgres"\npostgres_url = "postgresql://u:p@db:5432/mcpd"\n'
-    )
-    home = {"HOME": str(tmp_path), "MCPD_DATA_DIR": str(tmp_path / "data")}
-    settings = load_settings(config_path=config, env={**home, "MCPD_QUERY_ADDR": "query:1"})
-    env = child_environment(settings, home)
-    # Whatever the file said, the environment alone gives the child the same settings.
-    assert load_settings(env=env) == settings
-    assert env["MCPD_STORAGE_CLICKHOUSE_URL"] == ""  # unset stays unset
+def test_a_second_daemon_cannot_share_the_first_ones_ports(tmp_path: Path) -> None:
+    # The servers bind with SO_REUSEPORT; a second daemon (another data directory) must still
+    # find the ports taken instead of silently receiving part of the first one's traffic.
+    with DaemonProcess(processes=PROCESSES) as first:
+        env = {
+            "MCPD_HTTP_ADDR": first.http_addr,
+            "MCPD_GRPC_ADDR": first.grpc_addr,
+            "MCPD_OTLP_GRPC_ADDR": first.otlp_grpc_addr,
+        }
+        second = DaemonProcess(extra_env=env)
+        with pytest.raises(DaemonStartError) as caught:
+            second.start()
+        assert f"cannot listen on {first.http_addr}" in str(caught.value)
+        assert second.returncode == 1
+        assert httpx.get(f"{first.http_url}/healthz", timeout=10).status_code == 200
+
+
+def test_a_second_daemon_on_the_same_data_directory_fails_naming_the_first(
+    tmp_path: Path,
+) -> None:
+    with DaemonProcess() as first:
+        env = {"MCPD_DATA_DIR": str(first.data_dir)}
+        second = DaemonProcess(extra_env=env)
+        with pytest.raises(DaemonStartError) as caught:
+            second.start()
+        assert f"another mcpd process (pid {first.pid})" in str(caught.value)
+        assert "DATA_DIR_LOCKED" in str(caught.value)
+        assert second.returncode == 1
+        # One line says why: no traceback.
+        assert "Traceback" not in str(caught.value)
+        assert httpx.get(f"{first.http_url}/healthz", timeout=10).status_code == 200
 
 
 def _port(address: str) -> int:

@@ -83,16 +83,24 @@ class GrpcSettings:
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class GatewaySettings:
-    """`[gateway]`: the HTTP edge.
-
-    `separate_process`: when `mcpd serve` runs the gateway together with gRPC roles (the
-    default, every role), the gateway runs in a child process of its own so its HTTP work
-    (JSON, transcoding, OTLP/HTTP relaying) runs on another core than the services; `false`
-    keeps everything in one process.
-    """
+    """`[gateway]`: the HTTP edge."""
 
     default_deadline_s: float = 30.0
-    separate_process: bool = True
+
+
+# The most server processes one `mcpd serve` runs.
+MAX_SERVE_PROCESSES = 32
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ServeSettings:
+    """`[serve]`: how `mcpd serve` (every role) uses the machine.
+
+    `processes`: how many identical server processes share its ports (`cli.supervisor`);
+    unset means one per CPU core, at most four.
+    """
+
+    processes: int | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,8 +141,6 @@ class SessionsSettings:
     rescan_interval_s: float = 30.0
 
 
-# The most ingest worker processes one `mcpd serve` runs.
-MAX_INGEST_WORKERS = 32
 # The smallest `ingest.max_record_payload_bytes`: below it, what truncation never cuts (link ids,
 # the markers themselves) could outgrow the limit on a span at the default counts.
 MIN_RECORD_PAYLOAD_BYTES = 64 * 1024
@@ -155,8 +161,6 @@ class IngestSettings:
     received (from before they are mapped until they are answered): beyond it a request is
     refused at once with 429 / RESOURCE_EXHAUSTED and a retry delay (`services.ingest.admission`),
     which bounds an ingest process's memory under a flood.
-    `workers`: how many ingest worker processes `mcpd serve` (every role) runs behind its gateway
-    (`cli.ingest_workers`); unset means one per CPU core (at most `MAX_INGEST_WORKERS`), 0 none.
     Per-record limits (`services.ingest.limits`, docs/security.md): `max_record_payload_bytes`
     bounds the JSON text of one record's payload fields (past it the largest are truncated);
     `max_record_attributes` the top-level keys of a span's attributes or a log's fields,
@@ -170,7 +174,6 @@ class IngestSettings:
     max_pending_records: int = 500_000
     max_pending_bytes: int = 16 * 1024 * 1024
     policy_ttl_s: float = 5.0
-    workers: int | None = None
     max_record_payload_bytes: int = 1024 * 1024
     max_record_attributes: int = 128
     max_span_events: int = 128
@@ -224,6 +227,7 @@ class Settings:
     storage: StorageSettings = dataclasses.field(default_factory=StorageSettings)
     grpc: GrpcSettings = dataclasses.field(default_factory=GrpcSettings)
     gateway: GatewaySettings = dataclasses.field(default_factory=GatewaySettings)
+    serve: ServeSettings = dataclasses.field(default_factory=ServeSettings)
     security: SecuritySettings = dataclasses.field(default_factory=SecuritySettings)
     sessions: SessionsSettings = dataclasses.field(default_factory=SessionsSettings)
     ingest: IngestSettings = dataclasses.field(default_factory=IngestSettings)
@@ -248,6 +252,7 @@ _SECTIONS: Mapping[str, type] = {
     "storage": StorageSettings,
     "grpc": GrpcSettings,
     "gateway": GatewaySettings,
+    "serve": ServeSettings,
     "security": SecuritySettings,
     "sessions": SessionsSettings,
     "ingest": IngestSettings,
@@ -423,6 +428,9 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
         raise fail("security.local_project", "must not be empty")
     _validate_sessions(settings.sessions, fail)
     _validate_ingest(settings.ingest, fail)
+    processes = settings.serve.processes
+    if processes is not None and not 1 <= processes <= MAX_SERVE_PROCESSES:
+        raise fail("serve.processes", f"must be from 1 to {MAX_SERVE_PROCESSES} processes")
     _validate_retention(settings.retention, fail)
     for name, url, schemes in (
         ("postgres_url", storage.postgres_url, _POSTGRES_SCHEMES),
@@ -457,8 +465,6 @@ def _validate_ingest(ingest: IngestSettings, fail: Callable[[str, str], InvalidA
         raise fail("ingest.max_pending_records", "must be at least ingest.group_max_records")
     if not (math.isfinite(ingest.policy_ttl_s) and ingest.policy_ttl_s >= 0):
         raise fail("ingest.policy_ttl_s", "must be a finite number of seconds, 0 or more")
-    if ingest.workers is not None and not 0 <= ingest.workers <= MAX_INGEST_WORKERS:
-        raise fail("ingest.workers", f"must be from 0 to {MAX_INGEST_WORKERS} processes")
     if ingest.max_record_payload_bytes < MIN_RECORD_PAYLOAD_BYTES:
         raise fail(
             "ingest.max_record_payload_bytes", f"must be at least {MIN_RECORD_PAYLOAD_BYTES} bytes"

@@ -8,17 +8,45 @@ it 0600 and every directory 0700, without each writer having to ask. A directory
 (by an older mcpd, by hand, by a container image) is tightened at start, with one warning
 saying what changed. PostgreSQL and ClickHouse servers keep their own files; an embedded
 ClickHouse (chdb) directory under the data directory is inside it and so is covered.
+
+One process at a time owns a data directory's writes (the embedded search index has a single
+writer): `DataDirLock`, an exclusive advisory lock (`flock`) on `<data_dir>/mcpd.lock`, taken
+by `mcpd serve` before anything else it does, and by `mcpd import` when no daemon runs. The
+lock file says who holds it and where that daemon serves gRPC, so a second `mcpd serve` fails at
+once naming the holder, and `mcpd import` can hand its files to the daemon. The kernel releases
+the lock when its holder exits, however it exits: no stale locks.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import logging
 import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
+from typing import Self
 
-__all__ = ["DIRECTORY_MODE", "FILE_MODE", "PRIVATE_UMASK", "Tightened", "open_data_dir"]
+from mcpd.runtime.errors import FailedPrecondition
+
+__all__ = [
+    "DIRECTORY_MODE",
+    "FILE_MODE",
+    "LOCKED",
+    "LOCK_FILE",
+    "PRIVATE_UMASK",
+    "DataDirLock",
+    "DataDirLocked",
+    "LockHolder",
+    "Tightened",
+    "open_data_dir",
+]
+
+LOCK_FILE = "mcpd.lock"
+# The reason of the error a held lock raises.
+LOCKED = "DATA_DIR_LOCKED"
 
 PRIVATE_UMASK = 0o077
 DIRECTORY_MODE = 0o700
@@ -111,3 +139,88 @@ def _report(data_dir: Path, tightened: Tightened) -> None:
             f"{'; '.join(tightened.refused)}",
             extra={"path": str(data_dir)},
         )
+
+
+@dataclass(frozen=True, slots=True)
+class LockHolder:
+    """Who holds a data directory's lock: its pid and, once it serves, its gRPC address."""
+
+    pid: int
+    grpc: str | None = None
+
+
+class DataDirLocked(FailedPrecondition):
+    """Another process holds the data directory's lock (reason `DATA_DIR_LOCKED`, the holder's
+    pid in the message and the metadata; `holder` None when the lock file says nothing)."""
+
+    def __init__(self, data_dir: Path, holder: LockHolder | None) -> None:
+        pid = str(holder.pid) if holder else "unknown"
+        super().__init__(
+            f"another mcpd process (pid {pid}) is using the data directory {data_dir}",
+            reason=LOCKED,
+            metadata={"pid": pid},
+        )
+        self.holder = holder
+
+
+class DataDirLock:
+    """The exclusive lock of one data directory (see the module docstring); a context manager.
+
+    `acquire` raises `DataDirLocked` when another process holds it.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.path = data_dir / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock, or raise naming the process that holds it. Idempotent."""
+        if self._fd is not None:
+            return
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise DataDirLocked(self.data_dir, holder) from None
+        except OSError:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self.announce(LockHolder(os.getpid()))
+
+    def announce(self, holder: LockHolder) -> None:
+        """Say in the lock file who holds it (the holder calls this once it serves)."""
+        assert self._fd is not None, "acquired first"
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, json.dumps({"pid": holder.pid, "grpc": holder.grpc}).encode(), 0)
+
+    def release(self) -> None:
+        """Let go of the lock. Idempotent."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    def __enter__(self) -> Self:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.release()
+
+
+def _holder(fd: int) -> LockHolder | None:
+    """What the lock file at `fd` says of its holder (None when it says nothing readable)."""
+    try:
+        found = json.loads(os.pread(fd, 4096, 0) or b"null")
+        return LockHolder(int(found["pid"]), found.get("grpc") or None)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None

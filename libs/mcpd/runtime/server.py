@@ -47,8 +47,11 @@ class ServiceRegistration:
     add: Callable[[grpc.aio.Server], None]
 
 
-def server_options(grpc_settings: GrpcSettings) -> list[tuple[str, int]]:
-    """grpc core channel arguments for a server with `grpc_settings`."""
+def server_options(
+    grpc_settings: GrpcSettings, *, reuse_port: bool = False
+) -> list[tuple[str, int]]:
+    """grpc core channel arguments for a server with `grpc_settings`; `reuse_port` lets the
+    identical processes of one `mcpd serve` share its ports (SO_REUSEPORT)."""
     return [
         ("grpc.max_send_message_length", grpc_settings.max_message_bytes),
         ("grpc.max_receive_message_length", grpc_settings.max_message_bytes),
@@ -59,8 +62,9 @@ def server_options(grpc_settings: GrpcSettings) -> list[tuple[str, int]]:
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", grpc_settings.keepalive_time_ms // 2),
         # grpc sets SO_REUSEPORT by default on Linux, which lets a second daemon bind the same
-        # port silently and steal half the connections. A busy port must be an error.
-        ("grpc.so_reuseport", 0),
+        # port silently and steal half the connections. A busy port must be an error, unless
+        # the processes sharing it are one daemon's (whose supervisor proved it free first).
+        ("grpc.so_reuseport", 1 if reuse_port else 0),
     ]
 
 
@@ -74,6 +78,8 @@ class GrpcServer:
         grpc_settings: GrpcSettings,
         *,
         interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+        reuse_port: bool = False,
+        also_on: Sequence[str] = (),
     ) -> None:
         names = [r.full_name for r in registrations]
         duplicates = sorted({n for n in names if names.count(n) > 1})
@@ -83,10 +89,13 @@ class GrpcServer:
         self._registrations = tuple(registrations)
         self._settings = grpc_settings
         self._interceptors = tuple(interceptors)
+        self._reuse_port = reuse_port
+        self._also_on = tuple(also_on)
         self._server: grpc.aio.Server | None = None
         # grpc_health ships no type information; this is its aio HealthServicer.
         self._health: Any = None
         self._port: int | None = None
+        self._also_ports: tuple[int, ...] = ()
         self._stopping: asyncio.Future[None] | None = None
 
     @property
@@ -95,6 +104,11 @@ class GrpcServer:
         if self._port is None:
             raise RuntimeError("the server has not started")
         return self._port
+
+    @property
+    def also_ports(self) -> tuple[int, ...]:
+        """The ports bound for `also_on`, in its order (the real ones for port 0)."""
+        return self._also_ports
 
     @property
     def service_names(self) -> tuple[str, ...]:
@@ -125,24 +139,19 @@ class GrpcServer:
             raise RuntimeError("the server has already started")
         server = grpc.aio.server(
             interceptors=[_otel_server_interceptor(), ErrorInterceptor(), *self._interceptors],
-            options=server_options(self._settings),
+            options=server_options(self._settings, reuse_port=self._reuse_port),
         )
         for registration in self._registrations:
             registration.add(server)
         self._health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection(self.service_names, server)
-        try:
-            port = server.add_insecure_port(self._address)
-        except RuntimeError as exc:
-            raise OSError(f"cannot listen for gRPC on {self._address}: {exc}") from exc
-        if port == 0:  # older grpc reports a failed bind as port 0 instead of raising
-            raise OSError(f"cannot listen for gRPC on {self._address}")
+        port, *also = (_bind(server, address) for address in (self._address, *self._also_on))
         for name in ("", *(r.full_name for r in self._registrations)):
             await self._health.set(name, _SERVING)
         await server.start()
-        self._server, self._port = server, port
-        log.info(
+        self._server, self._port, self._also_ports = server, port, tuple(also)
+        log.debug(
             "gRPC server listening",
             extra={"address": self._address, "port": port, "services": list(self.service_names)},
         )
@@ -174,12 +183,23 @@ class GrpcServer:
     async def _shutdown(self, server: grpc.aio.Server, grace: float) -> None:
         # Health first: watchers learn NOT_SERVING while the server still talks to them.
         await self._health.enter_graceful_shutdown()
-        log.info("gRPC server draining", extra={"address": self._address, "grace_s": grace})
+        log.debug("gRPC server draining", extra={"address": self._address, "grace_s": grace})
         await server.stop(grace)
-        log.info("gRPC server stopped", extra={"address": self._address})
+        log.debug("gRPC server stopped", extra={"address": self._address})
 
     async def wait_for_termination(self) -> None:
         """Return once the server has stopped (by `stop` or otherwise)."""
         if self._server is None:
             raise RuntimeError("the server has not started")
         await self._server.wait_for_termination()
+
+
+def _bind(server: grpc.aio.Server, address: str) -> int:
+    """Add an insecure port at `address`; the bound port."""
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise OSError(f"cannot listen for gRPC on {address}: {exc}") from exc
+    if port == 0:  # older grpc reports a failed bind as port 0 instead of raising
+        raise OSError(f"cannot listen for gRPC on {address}")
+    return port

@@ -110,9 +110,9 @@ class DaemonProcess:
     ``ready`` says how readiness is probed: ``http`` (``GET /healthz``) for processes that serve
     the gateway, ``grpc`` (grpc.health.v1) for a single gRPC role.
 
-    ``ingest_workers`` is the daemon's ``ingest.workers``: none by default, which keeps a test
-    daemon to two processes (each worker is one more interpreter to start); ``None`` leaves
-    the product default (one per core), which the benchmarks measure.
+    ``processes`` is the daemon's ``serve.processes``: one by default, which keeps a test
+    daemon to two processes (the supervisor and one server); ``None`` leaves the product
+    default (one per core), which the benchmarks measure.
 
     ``command`` replaces ``[<venv>/bin/mcpd, "serve"]`` (useful for testing the harness).
     """
@@ -128,7 +128,7 @@ class DaemonProcess:
         health_path: str = "/healthz",
         ready: Literal["http", "grpc"] = "http",
         keep_files: bool = False,
-        ingest_workers: int | None = 0,
+        processes: int | None = 1,
     ) -> None:
         self.command = list(command) if command is not None else [str(mcpd_executable()), "serve"]
         self.host = host
@@ -138,7 +138,7 @@ class DaemonProcess:
         self.health_path = health_path
         self.ready = ready
         self.keep_files = keep_files
-        self.ingest_workers = ingest_workers
+        self.processes = processes
 
         self.http_addr = ""
         self.grpc_addr = ""
@@ -190,7 +190,7 @@ class DaemonProcess:
     def environment(self) -> dict[str, str]:
         """The daemon's environment: ours without ``MCPD_*`` and ``OTEL_*`` (so a shell's settings
         neither redirect the daemon nor make it export its own telemetry), then its addresses and
-        data directory, ``ingest_workers`` (and no transcript sources unless ``extra_env`` sets
+        data directory, ``processes`` (and no transcript sources unless ``extra_env`` sets
         ``HOME``), then ``extra_env``."""
         env = {
             key: value
@@ -206,8 +206,8 @@ class DaemonProcess:
                 "PYTHONUNBUFFERED": "1",
             }
         )
-        if self.ingest_workers is not None:
-            env["MCPD_INGEST_WORKERS"] = str(self.ingest_workers)
+        if self.processes is not None:
+            env["MCPD_SERVE_PROCESSES"] = str(self.processes)
         if "HOME" not in self.extra_env:
             # Never tail the agent transcripts of the real home directory; a test that wants
             # tailing points HOME at a home of its own.

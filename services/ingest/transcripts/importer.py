@@ -158,22 +158,30 @@ class Importer:
             snapshot = read_complete_lines(path)
         except OSError as exc:
             return ImportOutcome(0, [IngestError(name, 0, f"cannot read: {exc.strerror or exc}")])
+        outcome = self.import_lines(name, snapshot.lines, snapshot.mtime, source)
+        return dataclasses.replace(outcome, snapshot=snapshot)
+
+    def import_lines(
+        self, name: str, lines: list[str], modified_at: datetime, source: Source
+    ) -> ImportOutcome:
+        """Import the complete `lines` of the transcript `name` (last modified at
+        `modified_at`), as `import_file` does with what it reads."""
         parser = self._parsers(source.harness)
         try:
-            parsed = parser.parse(snapshot.lines, path=name)
+            parsed = parser.parse(lines, path=name)
         except Exception as exc:  # a parser bug must not stop the other files
             log.exception("transcript parser failed", extra={"path": name})
             error = IngestError(name, 0, f"{source.harness} parser failed: {exc!r}")
-            return ImportOutcome(0, [error], snapshot=snapshot)
+            return ImportOutcome(0, [error])
         errors = [IngestError(name, e.line, e.message) for e in parsed.errors]
         if not parsed.events:
-            return ImportOutcome(0, errors, snapshot=snapshot)
+            return ImportOutcome(0, errors)
         assembled = assemble(
             self._redacted(parsed),
             source=source.name,
             project=self._project,
             path=name,
-            fallback_time=snapshot.mtime,
+            fallback_time=modified_at,
         )
         self._sessions.write_session(self._project, assembled)
         return ImportOutcome(
@@ -181,7 +189,6 @@ class Importer:
             errors,
             session_id=assembled.session.id,
             session_key=parsed.session_key,
-            snapshot=snapshot,
         )
 
     def has_session(self, source: str, session_key: str) -> bool:

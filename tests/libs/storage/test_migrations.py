@@ -3,17 +3,20 @@ the migrated schema is exactly the MetaData the code declares."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 from alembic import command
+from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 
 from mcpd.runtime.errors import FailedPrecondition
 from mcpd.storage.clickhouse.migrate import READ_APPLIED
 from mcpd.storage.sql.control_store import SqlControlStore
-from mcpd.storage.sql.migrate import CONNECTION_ATTR, alembic_config, schema_diff
+from mcpd.storage.sql.migrate import CONNECTION_ATTR, alembic_config, head_revision, schema_diff
 from mcpd.storage.sql.schema import METADATA, StoreName
 from mcpd.storage.sql.stores import SqlRunStore, SqlTraceStore
 from tests.libs.storage.helpers import DDL, WRITE, OpenedStore, open_store, sql_engine
@@ -231,6 +234,32 @@ def test_schema_diff_sees_drift(backend: str, backend_url: str | None, tmp_path:
 def test_every_metadata_table_is_created_by_its_migration() -> None:
     for store, tables in EXPECTED_TABLES.items():
         assert set(METADATA[StoreName(store)].tables) == tables
+
+
+@pytest.mark.parametrize("store", list(StoreName))
+def test_the_head_read_from_the_files_is_alembics(store: StoreName) -> None:
+    script = ScriptDirectory.from_config(alembic_config(store))
+    assert script.get_heads() == [head_revision(store)]
+
+
+def test_opening_migrated_stores_imports_no_alembic(tmp_path: Path) -> None:
+    # What a daemon's start costs when nothing is to migrate: no Alembic, Mako or Pygments.
+    probe = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from mcpd.storage import open_stores\n"
+        f"data = Path({str(tmp_path)!r})\n"
+        "open_stores('sqlite', data_dir=data, postgres_url=None, clickhouse_url=None).close()\n"
+        "before = 'alembic' in sys.modules\n"
+        "for name in [n for n in sys.modules if n.split('.')[0] in ('alembic', 'mako')]:\n"
+        "    del sys.modules[name]\n"
+        "open_stores('sqlite', data_dir=data, postgres_url=None, clickhouse_url=None).close()\n"
+        "print(before, 'alembic' in sys.modules)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stdout.split() == ["True", "False"], result.stderr
 
 
 def test_unknown_revision_is_refused(backend: str, backend_url: str | None, tmp_path: Path) -> None:

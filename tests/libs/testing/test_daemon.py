@@ -67,7 +67,7 @@ def test_daemon_process_lifecycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         assert env["MCPD_OTLP_GRPC_ADDR"] == daemon.otlp_grpc_addr
         assert env["MCPD_DATA_DIR"] == str(daemon.data_dir)
         assert env["MCPD_EXTRA"] == "1"
-        assert env["MCPD_INGEST_WORKERS"] == "0"  # test daemons start none unless asked
+        assert env["MCPD_SERVE_PROCESSES"] == "1"  # test daemons run one server unless asked
         assert "MCPD_STRAY_SETTING" not in env
         assert len({daemon.http_addr, daemon.grpc_addr, daemon.otlp_grpc_addr}) == 3
         assert daemon.data_dir.is_dir()
@@ -84,12 +84,12 @@ def test_daemon_process_lifecycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.parametrize(("workers", "expected"), [(None, None), (3, "3")])
-def test_daemon_process_passes_ingest_workers_as_asked(
+def test_daemon_process_passes_processes_as_asked(
     tmp_path: Path, workers: int | None, expected: str | None
 ) -> None:
-    with DaemonProcess(command=_fake(tmp_path), ingest_workers=workers) as daemon:
+    with DaemonProcess(command=_fake(tmp_path), processes=workers) as daemon:
         assert daemon.health is not None
-        assert daemon.health["env"].get("MCPD_INGEST_WORKERS") == expected
+        assert daemon.health["env"].get("MCPD_SERVE_PROCESSES") == expected
 
 
 def test_daemon_process_kills_a_daemon_that_ignores_sigterm(tmp_path: Path) -> None:

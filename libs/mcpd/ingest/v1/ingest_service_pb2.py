@@ -23,11 +23,12 @@ _sym_db = _symbol_database.Default()
 
 
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from mcpd.model.v1 import telemetry_pb2 as mcpd_dot_model_dot_v1_dot_telemetry__pb2
 from mcpd.options.v1 import access_pb2 as mcpd_dot_options_dot_v1_dot_access__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#mcpd/ingest/v1/ingest_service.proto\x12\x0emcpd.ingest.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1dmcpd/model/v1/telemetry.proto\x1a\x1cmcpd/options/v1/access.proto2\xa3\x03\n\rIngestService\x12\x62\n\x06Ingest\x12\x1a.mcpd.model.v1.IngestBatch\x1a\x1b.mcpd.model.v1.IngestResult\"\x1f\xa2\xbb\x18\x02\x08\x01\x82\xd3\xe4\x93\x02\x13\"\x0e/v1/api/ingest:\x01*\x12\x8e\x01\n\x0b\x43reateScore\x12\x14.mcpd.model.v1.Score\x1a\x14.mcpd.model.v1.Score\"S\xa2\xbb\x18\x36\x08\x03*2it answers with the score the caller has just sent\x82\xd3\xe4\x93\x02\x13\"\x0e/v1/api/scores:\x01*\x12\x9c\x01\n\x0e\x43reateFeedback\x12\x17.mcpd.model.v1.Feedback\x1a\x17.mcpd.model.v1.Feedback\"X\xa2\xbb\x18\x39\x08\x03*5it answers with the feedback the caller has just sent\x82\xd3\xe4\x93\x02\x15\"\x10/v1/api/feedback:\x01*b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#mcpd/ingest/v1/ingest_service.proto\x12\x0emcpd.ingest.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dmcpd/model/v1/telemetry.proto\x1a\x1cmcpd/options/v1/access.proto\"\x99\x01\n\x17ImportTranscriptRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0f\n\x07harness\x18\x02 \x01(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x0c\n\x04path\x18\x04 \x01(\t\x12/\n\x0bmodified_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05lines\x18\x06 \x03(\t\"\x83\x01\n\x18ImportTranscriptResponse\x12\x0e\n\x06\x65vents\x18\x01 \x01(\r\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x12/\n\x06\x65rrors\x18\x03 \x03(\x0b\x32\x1f.mcpd.ingest.v1.TranscriptErrorB\r\n\x0b_session_id\">\n\x0fTranscriptError\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x0c\n\x04line\x18\x02 \x01(\r\x12\x0f\n\x07message\x18\x03 \x01(\t2\xb5\x04\n\rIngestService\x12\x62\n\x06Ingest\x12\x1a.mcpd.model.v1.IngestBatch\x1a\x1b.mcpd.model.v1.IngestResult\"\x1f\xa2\xbb\x18\x02\x08\x01\x82\xd3\xe4\x93\x02\x13\"\x0e/v1/api/ingest:\x01*\x12\x8e\x01\n\x0b\x43reateScore\x12\x14.mcpd.model.v1.Score\x1a\x14.mcpd.model.v1.Score\"S\xa2\xbb\x18\x36\x08\x03*2it answers with the score the caller has just sent\x82\xd3\xe4\x93\x02\x13\"\x0e/v1/api/scores:\x01*\x12\x9c\x01\n\x0e\x43reateFeedback\x12\x17.mcpd.model.v1.Feedback\x1a\x17.mcpd.model.v1.Feedback\"X\xa2\xbb\x18\x39\x08\x03*5it answers with the feedback the caller has just sent\x82\xd3\xe4\x93\x02\x15\"\x10/v1/api/feedback:\x01*\x12\x8f\x01\n\x10ImportTranscript\x12\'.mcpd.ingest.v1.ImportTranscriptRequest\x1a(.mcpd.ingest.v1.ImportTranscriptResponse\"(\xa2\xbb\x18\x02\x08\x01\x82\xd3\xe4\x93\x02\x1c\"\x17/v1/api/sessions/import:\x01*b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,6 +41,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INGESTSERVICE'].methods_by_name['CreateScore']._serialized_options = b'\242\273\0306\010\003*2it answers with the score the caller has just sent\202\323\344\223\002\023\"\016/v1/api/scores:\001*'
   _globals['_INGESTSERVICE'].methods_by_name['CreateFeedback']._loaded_options = None
   _globals['_INGESTSERVICE'].methods_by_name['CreateFeedback']._serialized_options = b'\242\273\0309\010\003*5it answers with the feedback the caller has just sent\202\323\344\223\002\025\"\020/v1/api/feedback:\001*'
-  _globals['_INGESTSERVICE']._serialized_start=147
-  _globals['_INGESTSERVICE']._serialized_end=566
+  _globals['_INGESTSERVICE'].methods_by_name['ImportTranscript']._loaded_options = None
+  _globals['_INGESTSERVICE'].methods_by_name['ImportTranscript']._serialized_options = b'\242\273\030\002\010\001\202\323\344\223\002\034\"\027/v1/api/sessions/import:\001*'
+  _globals['_IMPORTTRANSCRIPTREQUEST']._serialized_start=180
+  _globals['_IMPORTTRANSCRIPTREQUEST']._serialized_end=333
+  _globals['_IMPORTTRANSCRIPTRESPONSE']._serialized_start=336
+  _globals['_IMPORTTRANSCRIPTRESPONSE']._serialized_end=467
+  _globals['_TRANSCRIPTERROR']._serialized_start=469
+  _globals['_TRANSCRIPTERROR']._serialized_end=531
+  _globals['_INGESTSERVICE']._serialized_start=534
+  _globals['_INGESTSERVICE']._serialized_end=1099
 # @@protoc_insertion_point(module_scope)

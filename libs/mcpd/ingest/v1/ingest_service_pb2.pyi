@@ -3,6 +3,130 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+import builtins as _builtins
+import sys
+import typing as _typing
+
+if sys.version_info >= (3, 11):
+    from typing import TypeAlias as _TypeAlias, Never as _Never
+else:
+    from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+@_typing.final
+class ImportTranscriptRequest(_message.Message):
+    """One transcript file, read by the caller."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    HARNESS_FIELD_NUMBER: _builtins.int
+    SOURCE_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    MODIFIED_AT_FIELD_NUMBER: _builtins.int
+    LINES_FIELD_NUMBER: _builtins.int
+    project: _builtins.str
+    """Project selector: the project the session is written to."""
+    harness: _builtins.str
+    """The harness that wrote the file (codex, claude-code, ...)."""
+    source: _builtins.str
+    """The source name the session carries."""
+    path: _builtins.str
+    """The file's path where the caller read it: recorded with the session, never opened."""
+    @_builtins.property
+    def modified_at(self) -> _timestamp_pb2.Timestamp:
+        """When the file was last modified (the time of events that carry none)."""
+
+    @_builtins.property
+    def lines(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The file's complete lines, each without its newline (a last line still being written is
+        left out, as a local import leaves it).
+        """
+
+    def __init__(
+        self,
+        *,
+        project: _builtins.str = ...,
+        harness: _builtins.str = ...,
+        source: _builtins.str = ...,
+        path: _builtins.str = ...,
+        modified_at: _timestamp_pb2.Timestamp | None = ...,
+        lines: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["modified_at", b"modified_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["harness", b"harness", "lines", b"lines", "modified_at", b"modified_at", "path", b"path", "project", b"project", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ImportTranscriptRequest: _TypeAlias = ImportTranscriptRequest  # noqa: Y015
+
+@_typing.final
+class ImportTranscriptResponse(_message.Message):
+    """What importing one transcript did."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    SESSION_ID_FIELD_NUMBER: _builtins.int
+    ERRORS_FIELD_NUMBER: _builtins.int
+    events: _builtins.int
+    """Events written."""
+    session_id: _builtins.str
+    """The session written; absent when nothing was (no events yet, or a parse failure)."""
+    @_builtins.property
+    def errors(self) -> _containers.RepeatedCompositeFieldContainer[Global___TranscriptError]:
+        """Lines (or, with line 0, the whole file) that could not be imported."""
+
+    def __init__(
+        self,
+        *,
+        events: _builtins.int = ...,
+        session_id: _builtins.str | None = ...,
+        errors: _abc.Iterable[Global___TranscriptError] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_session_id", b"_session_id", "session_id", b"session_id"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_session_id", b"_session_id", "errors", b"errors", "events", b"events", "session_id", b"session_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__session_id: _TypeAlias = _typing.Literal["session_id"]  # noqa: Y015
+    _WhichOneofArgType__session_id: _TypeAlias = _typing.Literal["_session_id", b"_session_id"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__session_id) -> _WhichOneofReturnType__session_id | None: ...
+
+Global___ImportTranscriptResponse: _TypeAlias = ImportTranscriptResponse  # noqa: Y015
+
+@_typing.final
+class TranscriptError(_message.Message):
+    """A line of a transcript that could not be imported."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILE_FIELD_NUMBER: _builtins.int
+    LINE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    file: _builtins.str
+    """The file, as the request named it."""
+    line: _builtins.int
+    """The line, counting from 1; 0 for the whole file."""
+    message: _builtins.str
+    """What was wrong."""
+    def __init__(
+        self,
+        *,
+        file: _builtins.str = ...,
+        line: _builtins.int = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["file", b"file", "line", b"line", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TranscriptError: _TypeAlias = TranscriptError  # noqa: Y015

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from mcpd.ingest.v1 import ingest_service_pb2 as mcpd_dot_ingest_dot_v1_dot_ingest__service__pb2
 from mcpd.model.v1 import telemetry_pb2 as mcpd_dot_model_dot_v1_dot_telemetry__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
@@ -51,6 +52,11 @@ class IngestServiceStub:
                 request_serializer=mcpd_dot_model_dot_v1_dot_telemetry__pb2.Feedback.SerializeToString,
                 response_deserializer=mcpd_dot_model_dot_v1_dot_telemetry__pb2.Feedback.FromString,
                 _registered_method=True)
+        self.ImportTranscript = channel.unary_unary(
+                '/mcpd.ingest.v1.IngestService/ImportTranscript',
+                request_serializer=mcpd_dot_ingest_dot_v1_dot_ingest__service__pb2.ImportTranscriptRequest.SerializeToString,
+                response_deserializer=mcpd_dot_ingest_dot_v1_dot_ingest__service__pb2.ImportTranscriptResponse.FromString,
+                _registered_method=True)
 
 
 class IngestServiceServicer:
@@ -79,6 +85,15 @@ class IngestServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ImportTranscript(self, request, context):
+        """Import one agent transcript into the session read model, as `mcpd import` does offline:
+        what `mcpd import` sends the daemon that owns the data directory (its search index has one
+        writer). The caller reads the file; the daemon never opens a path it is sent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_IngestServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -96,6 +111,11 @@ def add_IngestServiceServicer_to_server(servicer, server):
                     servicer.CreateFeedback,
                     request_deserializer=mcpd_dot_model_dot_v1_dot_telemetry__pb2.Feedback.FromString,
                     response_serializer=mcpd_dot_model_dot_v1_dot_telemetry__pb2.Feedback.SerializeToString,
+            ),
+            'ImportTranscript': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportTranscript,
+                    request_deserializer=mcpd_dot_ingest_dot_v1_dot_ingest__service__pb2.ImportTranscriptRequest.FromString,
+                    response_serializer=mcpd_dot_ingest_dot_v1_dot_ingest__service__pb2.ImportTranscriptResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -181,6 +201,33 @@ class IngestService:
             '/mcpd.ingest.v1.IngestService/CreateFeedback',
             mcpd_dot_model_dot_v1_dot_telemetry__pb2.Feedback.SerializeToString,
             mcpd_dot_model_dot_v1_dot_telemetry__pb2.Feedback.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ImportTranscript(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.ingest.v1.IngestService/ImportTranscript',
+            mcpd_dot_ingest_dot_v1_dot_ingest__service__pb2.ImportTranscriptRequest.SerializeToString,
+            mcpd_dot_ingest_dot_v1_dot_ingest__service__pb2.ImportTranscriptResponse.FromString,
             options,
             channel_credentials,
             insecure,

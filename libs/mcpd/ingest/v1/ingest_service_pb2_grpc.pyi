@@ -5,6 +5,7 @@ isort:skip_file
 
 from collections import abc as _abc
 from grpc import aio as _aio
+from mcpd.ingest.v1 import ingest_service_pb2 as _ingest_service_pb2
 from mcpd.model.v1 import telemetry_pb2 as _telemetry_pb2
 import abc as _abc_1
 import grpc as _grpc
@@ -41,6 +42,11 @@ class IngestServiceStub:
     """Record one manual score."""
     CreateFeedback: _grpc.UnaryUnaryMultiCallable[_telemetry_pb2.Feedback, _telemetry_pb2.Feedback]
     """Record one piece of human feedback."""
+    ImportTranscript: _grpc.UnaryUnaryMultiCallable[_ingest_service_pb2.ImportTranscriptRequest, _ingest_service_pb2.ImportTranscriptResponse]
+    """Import one agent transcript into the session read model, as `mcpd import` does offline:
+    what `mcpd import` sends the daemon that owns the data directory (its search index has one
+    writer). The caller reads the file; the daemon never opens a path it is sent.
+    """
 
 @_typing.type_check_only
 class IngestServiceAsyncStub(IngestServiceStub):
@@ -55,6 +61,11 @@ class IngestServiceAsyncStub(IngestServiceStub):
     """Record one manual score."""
     CreateFeedback: _aio.UnaryUnaryMultiCallable[_telemetry_pb2.Feedback, _telemetry_pb2.Feedback]  # type: ignore[assignment]
     """Record one piece of human feedback."""
+    ImportTranscript: _aio.UnaryUnaryMultiCallable[_ingest_service_pb2.ImportTranscriptRequest, _ingest_service_pb2.ImportTranscriptResponse]  # type: ignore[assignment]
+    """Import one agent transcript into the session read model, as `mcpd import` does offline:
+    what `mcpd import` sends the daemon that owns the data directory (its search index has one
+    writer). The caller reads the file; the daemon never opens a path it is sent.
+    """
 
 class IngestServiceServicer:
     """Accepts every signal of the data model. OTLP arrives through the gateway's OTLP receivers
@@ -81,5 +92,15 @@ class IngestServiceServicer:
         context: _ServicerContext,
     ) -> _typing.Union[_telemetry_pb2.Feedback, _abc.Awaitable[_telemetry_pb2.Feedback]]:
         """Record one piece of human feedback."""
+
+    def ImportTranscript(
+        self,
+        request: _ingest_service_pb2.ImportTranscriptRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_ingest_service_pb2.ImportTranscriptResponse, _abc.Awaitable[_ingest_service_pb2.ImportTranscriptResponse]]:
+        """Import one agent transcript into the session read model, as `mcpd import` does offline:
+        what `mcpd import` sends the daemon that owns the data directory (its search index has one
+        writer). The caller reads the file; the daemon never opens a path it is sent.
+        """
 
 def add_IngestServiceServicer_to_server(servicer: IngestServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from cli import import_cmd
 from mcpd.runtime.clock import ManualClock
 from mcpd.runtime.config import Settings, load_settings
+from mcpd.runtime.data_dir import DataDirLock
 
 FIXTURES = Path(__file__).parents[4] / "tests" / "fixtures" / "transcripts"
 
@@ -89,12 +91,10 @@ def test_unknown_harness_and_missing_paths_are_argument_errors(tmp_path: Path) -
     assert "no such file or directory" in err
 
 
-def test_a_running_writer_is_refused(tmp_path: Path) -> None:
-    from services.ingest.transcripts.lock import IngestLock, ingest_lock_path
-
+def test_an_offline_import_in_progress_is_refused(tmp_path: Path) -> None:
+    # Another `mcpd import` holds the lock and says of no daemon to hand the files to.
     shutil.copytree(FIXTURES / "codex", tmp_path / "codex")
-    with IngestLock(ingest_lock_path(tmp_path / "data")):
+    with DataDirLock(tmp_path / "data"):
         code, _, err = _run(tmp_path, _args("codex", tmp_path / "codex"), tty=False)
     assert code == 1
-    assert "another mcpd process" in err
-    assert "stop the daemon first" in err
+    assert f"another mcpd process (pid {os.getpid()})" in err

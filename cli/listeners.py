@@ -1,0 +1,82 @@
+"""The ports one `mcpd serve` shares among its server processes.
+
+Every server process of `mcpd serve` binds the same HTTP, gRPC and OTLP/gRPC ports with
+SO_REUSEPORT, and the kernel spreads incoming connections over them (the pattern gRPC's Python
+documentation recommends for using every core). SO_REUSEPORT alone would also let a second
+daemon of the same user join those ports silently and take part of the traffic, so the
+supervisor first proves each port free with a plain bind (which fails while any other socket
+listens there), resolves a port 0 to the one it got, and holds a SO_REUSEPORT socket on it
+(bound, never listening, so it takes no connection) until its servers listen, so nothing else
+takes the port in between.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["Reservation", "reserve", "reuse_port_socket", "with_port"]
+
+
+def _socket(address: str, *, reuse_port: bool) -> socket.socket:
+    host, _, port = address.rpartition(":")
+    family, _, _, _, sockaddr = socket.getaddrinfo(
+        host.strip("[]") or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind(sockaddr)
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {address}: {exc.strerror or exc}") from exc
+    return sock
+
+
+def reuse_port_socket(address: str) -> socket.socket:
+    """A TCP socket bound to `address` (`host:port`) with SO_REUSEPORT, not yet listening."""
+    return _socket(address, reuse_port=True)
+
+
+def with_port(address: str, port: int) -> str:
+    """`address` with its port replaced."""
+    return f"{address.rpartition(':')[0]}:{port}"
+
+
+@dataclass
+class Reservation:
+    """Ports proven free and held for the server processes (see the module docstring):
+    `addresses` are the asked ones with every port 0 resolved."""
+
+    addresses: list[str]
+    _held: list[socket.socket]
+
+    def release(self) -> None:
+        """Stop holding the ports (once the servers listen on them). Idempotent."""
+        for sock in self._held:
+            sock.close()
+        self._held.clear()
+
+
+def reserve(addresses: Sequence[str]) -> Reservation:
+    """Prove every address free and hold it; raises OSError naming the first busy one."""
+    held: list[socket.socket] = []
+    resolved: list[str] = []
+    try:
+        for address in addresses:
+            with contextlib.closing(_socket(address, reuse_port=False)) as probe:
+                port = int(probe.getsockname()[1])
+            concrete = with_port(address, port)
+            held.append(_socket(concrete, reuse_port=True))
+            resolved.append(concrete)
+    except BaseException:
+        for sock in held:
+            sock.close()
+        raise
+    return Reservation(resolved, held)

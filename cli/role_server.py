@@ -1,0 +1,193 @@
+"""A role server: the gRPC roles of one process, and with them, in a server process of
+`mcpd serve`, the gateway.
+
+One flat stack of components, built in order on an `AsyncExitStack` and torn down in reverse:
+
+1. storage: the stores the roles serve (migrated here unless the supervisor's server 0 did);
+2. security: the auth interceptor for every address this process and its siblings bind;
+3. the ingest role (pipeline, group-commit writer, tail sampler, trace sessions);
+4. the gRPC server (every service of the roles) and, with ingest, the OTLP/gRPC server;
+5. once-per-daemon work, in the primary only: transcript tailing, the retention sweep;
+6. the gateway (`cli.gateway_server`), when this process serves it, calling this process's
+   own services on a private loopback port.
+
+Order matters: storage opens first because everything needs it; the gRPC servers start
+before the gateway so the gateway never accepts a request its upstream cannot serve; on
+shutdown the gateway stops taking requests first, then gRPC drains (reporting NOT_SERVING to
+probes), then the ingest writer commits what is queued, then storage closes.
+
+`mcpd serve --service ROLE` runs one role this way (what the Kubernetes manifests run); the
+server processes of `mcpd serve` (`cli.supervisor`) run every role, each on the shared ports
+(SO_REUSEPORT), so a request is parsed and served whole by whichever process the kernel gives
+it to: native REST, native gRPC, OTLP/HTTP and OTLP/gRPC all reach the same ingest pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from cli import roles as role_table
+from cli.gateway_server import StartGate, channels_for, start_gateway
+from cli.ingest import IngestRole, start_ingest
+from cli.process_messages import ServerPlan
+from cli.security import PRIVATE_ADDRESS, build_security, listening_addresses
+from cli.security import describe as describe_security
+from mcpd.runtime.clock import SystemClock
+from mcpd.runtime.config import Settings
+from mcpd.runtime.server import GrpcServer
+from mcpd.storage import Stores, open_stores
+
+log = logging.getLogger("mcpd.serve")
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What a started role server listens on, and its lines for the start-up banner."""
+
+    grpc: str
+    http: str | None
+    banner: tuple[str, ...]
+    # Opens the gateway to every request (a server process of `mcpd serve` holds them until
+    # its supervisor says so); None when the gateway serves at once or is not here.
+    gate: StartGate | None = None
+
+
+async def serve_roles(
+    stack: AsyncExitStack,
+    settings: Settings,
+    roles: Sequence[str],
+    *,
+    plan: ServerPlan | None = None,
+    migrate: bool = True,
+    migrated: Callable[[], Awaitable[None]] | None = None,
+) -> Served:
+    """Start `roles` on `stack` (see the module docstring); what they listen on.
+
+    `plan` makes this a server process of `mcpd serve`: the shared ports, bound with
+    SO_REUSEPORT, and once-per-daemon work only in its primary. `migrate` False opens storage
+    as it is (another process migrated it); `migrated`, when given, is awaited right after
+    storage is open (the primary tells its supervisor).
+    """
+    grpc_roles = [role for role in roles if role in role_table.GRPC_ROLES]
+    primary = plan is None or plan.primary
+    reuse_port = plan is not None
+    grpc_addr = plan.grpc_addr if plan else settings.grpc_addr
+    otlp_addr = plan.otlp_grpc_addr if plan else settings.otlp_grpc_addr
+    http_addr = plan.http_addr if plan else settings.http_addr
+
+    stores = await open_configured_stores(settings, migrate=migrate)
+    stack.callback(stores.close)
+    if migrated is not None:
+        await migrated()
+    clock = SystemClock()
+    listening = listening_addresses(settings, roles)
+    security = await build_security(settings.security, stores.control, clock, listening)
+    # Before the servers, so it closes after they stop and before storage does.
+    stack.push_async_callback(security.close)
+    banner: list[str] = []
+    ingest = None
+    if "ingest" in roles:
+        ingest = await start_ingest(stack, settings, stores, clock, sweep_tail=primary)
+    server = await stack.enter_async_context(
+        GrpcServer(
+            grpc_addr,
+            role_table.registrations(grpc_roles, stores, settings, clock=clock, ingest=ingest),
+            settings.grpc,
+            interceptors=[security.interceptor],
+            reuse_port=reuse_port,
+            also_on=[PRIVATE_ADDRESS] if "gateway" in roles else [],
+        )
+    )
+    grpc_address = local_address(grpc_addr, server.port)
+    if ingest is not None:
+        otlp = await stack.enter_async_context(
+            GrpcServer(
+                otlp_addr,
+                ingest.otlp_registrations(),
+                settings.grpc,
+                interceptors=[security.interceptor],
+                reuse_port=reuse_port,
+            )
+        )
+        banner.append(f"  OTLP/gRPC  {local_address(otlp_addr, otlp.port)}")
+    banner.append(describe_security(security, settings.security.local_project))
+    if ingest is not None and primary:
+        # After the gRPC servers, so on shutdown tailing stops before they drain.
+        banner.append(await _tail_transcripts(stack, settings, stores, clock, ingest))
+    if "query" in roles and primary:
+        _sweep_retention(stack, settings, stores, clock)
+    http = gate = None
+    if "gateway" in roles:
+        own = local_address(PRIVATE_ADDRESS, server.also_ports[0])
+        channel_for = channels_for(stack, settings, dict.fromkeys(grpc_roles, own))
+        gate = StartGate() if plan is not None else None
+        http = await start_gateway(
+            stack, settings, channel_for, http_addr, reuse_port=reuse_port, gate=gate
+        )
+    return Served(grpc=grpc_address, http=http, banner=tuple(banner), gate=gate)
+
+
+async def run_until_stopped(stop: asyncio.Event) -> None:
+    """Serve until `stop` is set; what was built so far lives until then."""
+    # Keep the collector from walking everything built at start on every collection.
+    gc.freeze()
+    await stop.wait()
+
+
+async def _tail_transcripts(
+    stack: AsyncExitStack,
+    settings: Settings,
+    stores: Stores,
+    clock: SystemClock,
+    ingest: IngestRole,
+) -> str:
+    from cli.transcripts import start_transcript_tailing
+
+    # The home directory (where agents write transcripts) is read here, at the edge.
+    return await start_transcript_tailing(
+        stack, settings, stores, clock, ingest.policies, home=Path.home()
+    )
+
+
+def _sweep_retention(
+    stack: AsyncExitStack, settings: Settings, stores: Stores, clock: SystemClock
+) -> None:
+    """The query role deletes what aged past each project's retention window, in the
+    background until shutdown (`services.query.retention`)."""
+    from services.query.retention import RetentionSweeper
+
+    sweeper = RetentionSweeper(stores.trace, stores.control, settings.retention, clock)
+    done = asyncio.Event()
+    task = asyncio.create_task(sweeper.run(done), name="retention-sweeper")
+
+    async def finish() -> None:
+        done.set()
+        await task
+
+    stack.push_async_callback(finish)
+
+
+async def open_configured_stores(settings: Settings, *, migrate: bool = True) -> Stores:
+    """The stores `settings.storage` names, opened (and migrated, unless told otherwise) off
+    the event loop: opening blocks on I/O."""
+    storage = settings.storage
+    return await asyncio.to_thread(
+        open_stores,
+        storage.backend,
+        data_dir=settings.data_dir,
+        postgres_url=storage.postgres_url,
+        clickhouse_url=storage.clickhouse_url,
+        migrate=migrate,
+    )
+
+
+def local_address(configured: str, port: int) -> str:
+    """`configured` (`host:port`) with the port actually bound."""
+    host = configured.rpartition(":")[0]
+    return f"{host}:{port}"

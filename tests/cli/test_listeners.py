@@ -1,0 +1,56 @@
+"""The ports `mcpd serve` shares among its server processes: proven free, held, shared."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from cli.listeners import reserve, reuse_port_socket, with_port
+
+
+def test_port_zero_is_resolved_once_and_held_until_released() -> None:
+    reservation = reserve(["127.0.0.1:0", "127.0.0.1:0"])
+    first, second = reservation.addresses
+    assert first != second
+    assert all(
+        address.startswith("127.0.0.1:") and not address.endswith(":0")
+        for address in reservation.addresses
+    )
+    # Held: a plain bind (another program, another daemon) is refused while it is.
+    with socket.socket() as other, pytest.raises(OSError, match="Address already in use"):
+        other.bind(("127.0.0.1", int(first.rpartition(":")[2])))
+    # The server processes bind it with SO_REUSEPORT and listen.
+    servers = [reuse_port_socket(first), reuse_port_socket(first)]
+    for server in servers:
+        server.listen()
+    reservation.release()
+    reservation.release()  # idempotent
+    with socket.create_connection(("127.0.0.1", int(first.rpartition(":")[2])), timeout=5):
+        pass
+    for server in servers:
+        server.close()
+
+
+def test_a_port_something_listens_on_is_refused_naming_it() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        with pytest.raises(OSError, match=f"cannot listen on {address}"):
+            reserve(["127.0.0.1:0", address])
+
+
+def test_a_running_daemons_shared_port_is_refused_too() -> None:
+    # Another daemon's servers listen with SO_REUSEPORT: a SO_REUSEPORT bind would join them,
+    # the plain probe does not.
+    with reuse_port_socket("127.0.0.1:0") as running:
+        running.listen()
+        address = with_port("127.0.0.1:0", running.getsockname()[1])
+        with pytest.raises(OSError, match=f"cannot listen on {address}"):
+            reserve([address])
+
+
+def test_with_port_keeps_the_host() -> None:
+    assert with_port("[::1]:0", 4317) == "[::1]:4317"
+    assert with_port("0.0.0.0:8080", 9000) == "0.0.0.0:9000"
