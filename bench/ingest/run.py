@@ -407,7 +407,7 @@ async def _sample_traces(
 def _start_profiler(
     config: IngestConfig, case: Case, pid: int, seconds: float
 ) -> subprocess.Popen[bytes] | None:
-    """``py-spy record`` of the daemon and its children (gateway, ingest workers) over the
+    """``py-spy record`` of the daemon and its server processes over the
     measured window, when asked for."""
     if config.profile_dir is None or config.py_spy is None:
         return None

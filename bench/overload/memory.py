@@ -1,10 +1,9 @@
 """Resident memory of a daemon and every process of its group, sampled from Linux ``/proc``.
 
 ``mcpd serve`` leads a process group (the harness starts it in a session of its own): the
-parent (storage, gRPC), its gateway child and its ingest workers. Each sample reads ``VmRSS``
-of every live member; the peak of the group is the largest sum at one sample, and each process
-keeps its own peak. Processes are named by role from their command line (``--service
-gateway``, ``--service ingest``), workers numbered in pid order.
+supervisor and its server processes. Each sample reads ``VmRSS`` of every live member; the peak
+of the group is the largest sum at one sample, and each process keeps its own peak. The group's
+leader is named ``supervisor``, the others ``server-1``, ``server-2``, … in pid order.
 """
 
 from __future__ import annotations
@@ -25,23 +24,20 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def group_members(pgid: int) -> dict[int, str]:
-    """The live processes of group ``pgid``: pid -> role (``parent``, ``gateway``, ``ingest``)."""
-    members: dict[int, str] = {}
+def group_members(pgid: int) -> list[int]:
+    """The live processes of group ``pgid``, in pid order."""
+    members: list[int] = []
     for entry in PROC.iterdir():
         if not entry.name.isdigit():
             continue
         stat = _read(entry / "stat")
-        cmdline = _read(entry / "cmdline")
-        if not stat or cmdline is None:
+        if not stat:
             continue
         fields = stat[stat.rfind(")") + 2 :].split()
         if len(fields) < 3 or fields[1] == "Z" or int(fields[2]) != pgid:
             continue
-        argv = cmdline.split("\0")
-        role = argv[argv.index("--service") + 1] if "--service" in argv[:-1] else "parent"
-        members[int(entry.name)] = role
-    return members
+        members.append(int(entry.name))
+    return sorted(members)
 
 
 def rss_bytes(pid: int) -> int | None:
@@ -77,25 +73,17 @@ class MemoryPeaks:
             self.timeline.append((round(at_s, 1), total))
 
 
-def _names(members: dict[int, str]) -> dict[int, str]:
-    """Roles made unique: ``ingest-1``, ``ingest-2`` for workers, in pid order."""
-    named: dict[int, str] = {}
-    counts: dict[str, int] = {}
-    for pid in sorted(members):
-        role = members[pid]
-        if role == "ingest":
-            counts[role] = counts.get(role, 0) + 1
-            named[pid] = f"ingest-{counts[role]}"
-        else:
-            named[pid] = role
-    return named
+def _names(pgid: int, members: list[int]) -> dict[int, str]:
+    """The leader is the supervisor; the rest are its servers, numbered in pid order."""
+    servers = [pid for pid in members if pid != pgid]
+    return {pgid: "supervisor", **{pid: f"server-{n}" for n, pid in enumerate(servers, 1)}}
 
 
 async def sample_until(pgid: int, done: asyncio.Event) -> MemoryPeaks:
     """Sample the group every :data:`SAMPLE_INTERVAL_S` until ``done`` is set."""
     peaks = MemoryPeaks()
     began = time.perf_counter()
-    names = _names(await asyncio.to_thread(group_members, pgid))
+    names = _names(pgid, await asyncio.to_thread(group_members, pgid))
     while not done.is_set():
         sizes = {name: rss_bytes(pid) for pid, name in names.items()}
         peaks.add(

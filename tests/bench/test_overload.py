@@ -119,5 +119,5 @@ def test_a_short_run_against_the_daemon(tmp_path: Path) -> None:
     assert saved["durability"]["lost_spans"] == 0
     assert saved["durability"]["stored_unacknowledged_spans"] == 0
     assert saved["durability"]["acknowledged_spans"] == requests["accepted"] * 64
-    assert set(saved["memory"]["peak_by_process_mib"]) == {"parent", "gateway", "ingest-1"}
+    assert set(saved["memory"]["peak_by_process_mib"]) == {"supervisor", "server-1"}
     assert saved["memory"]["peak_total_mib"] > 0

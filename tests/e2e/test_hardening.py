@@ -51,7 +51,7 @@ def test_otlp_grpc_off_loopback_with_a_keys_file_starts_and_authenticates(tmp_pa
     with DaemonProcess(extra_env=env, processes=1) as daemon:
         banner = daemon.stderr_text()
         assert "auth       on (1 configured keys" in banner
-        bound = re.search(r"otlp/grpc\s+0\.0\.0\.0:(\d+)", banner)
+        bound = re.search(r"OTLP/gRPC\s+0\.0\.0\.0:(\d+)", banner)
         assert bound is not None, banner
         with grpc.insecure_channel(f"127.0.0.1:{bound.group(1)}") as channel:
             export: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(TRACE_EXPORT)
