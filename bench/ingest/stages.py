@@ -3,8 +3,8 @@
 ``python -m bench ingest_stages`` (part of ``make bench``) or ``python -m bench.ingest.stages
 [--payload 1kb 10kb] [--requests N] [--per-transaction K]``
 
-The end-to-end bench (:mod:`bench.ingest.run`) gives rates that move by about 15 % between runs
-on a shared machine, and folds every cost into one figure. This one feeds the bench's OTLP
+The end-to-end bench (:mod:`bench.ingest.run`) gives rates that move from run to run on a
+shared machine, and folds every cost into one figure. This one feeds the bench's OTLP
 requests (the same corpus, ids renumbered per request) through the real ingest code on an
 embedded SQLite trace store opened as ``mcpd serve`` opens it, and charges the process CPU time
 (``time.process_time``) of each stage to it:

@@ -25,8 +25,8 @@ For each backend:
    the same questions as REST calls with httpx (HTTP/1.1 keep-alive, one at a time): what a UI
    sees. The difference to step 2 is the cost of the gateway, gRPC and the protobuf/JSON
    conversion. A request is timed until its answer is received whole; the answer is then
-   decoded and checked off the clock (decoding the 3.5 MB detail is the client's time: 25 ms
-   with orjson, 60 ms with the standard library).
+   decoded and checked off the clock (decoding the 3.5 MB detail is the client's time, not the
+   server's).
 
 The questions (limit 50 for every list; the default order is newest first):
 

@@ -1,7 +1,7 @@
 """A deterministic generator of realistic synthetic agent transcripts.
 
 ``generate(root, events, seed=...)`` writes Codex rollout files and Claude Code transcripts
-(the formats of shared/design/SESSIONS.md, as the real harnesses write them) under
+(the formats of docs/sessions.md, as the real harnesses write them) under
 ``root/codex/YYYY/MM/DD/rollout-*.jsonl`` and ``root/claude/projects/<cwd>/<uuid>.jsonl``, until
 the files hold exactly ``events`` read-model events (what the importer stores), and returns a
 :class:`Corpus` describing them (also written to ``root/manifest.json``).

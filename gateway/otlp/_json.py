@@ -5,9 +5,9 @@ unknown fields ignored) with one deviation that matters here: trace and span ids
 strings, not base64. `json_format` is the reference reading: the ids are rewritten as base64 in
 the parsed document, where the message schema says they are, before it reads the document.
 Enums are accepted as integers (what OTLP requires) and, as `json_format` also reads them, by
-name. The usual document (what SDK exporters write) is read by `_json_fast` instead, four to
-five times faster; whatever it declines goes the reference way, so both accept and refuse the
-same documents.
+name. The usual document (what SDK exporters write) is read by `_json_fast` instead, which
+skips the generic walk; whatever it declines goes the reference way, so both accept and refuse
+the same documents.
 """
 
 from __future__ import annotations

@@ -35,7 +35,6 @@ log = logging.getLogger("mcpd.gateway.otlp")
 MAX_BODY_BYTES = 20 * 1024 * 1024
 """The default limit of a request body, compressed and inflated: OTLP's recommended 20 MiB."""
 
-
 # Preparing a body larger than this (its inflated size estimated from the compressed one) runs in
 # a worker thread, so one large export does not hold up every other request on the event loop.
 # Below it the hop to a thread costs more than the work: inflating is fast, reading JSON is slow

@@ -23,7 +23,7 @@ A rule's fields:
   fields such as a log message). It must not match the empty string. It runs on every string,
   so its shape is its cost: one that starts with a literal character (`@[\\w-]+\\.\\w+`) is
   found by a fast scan, one that starts with a class or `\\b` (`\\b\\d{16}\\b`) takes a regex
-  step per character, about 15 to 40 µs per KB of payload.
+  step per character of every payload string.
 * `keep_prefix`, `keep_suffix` (`partial` only, 0-64, default 4 each).
 
 At least one of `keys` and `pattern` is required. What the rule acts on:

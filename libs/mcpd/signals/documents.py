@@ -2,7 +2,7 @@
 
 A trace of 2,000 spans is megabytes of JSON. Built as `Span` messages (`messages.span_message`)
 and encoded field by field (`mcpd.codec.encode`), every JSON payload is walked twice in Python
-(document -> `google.protobuf.Value` -> document), which costs about half a second. Here a
+(document -> `google.protobuf.Value` -> document), which dominates the read. Here a
 span row becomes the very dict `codec.encode(span_message(row))` gives, its payloads passed
 through as the documents the store decoded, and orjson writes the whole TraceDetail in one
 call. The trace row, logs, scores and feedback (a handful of records) still go through the

@@ -31,7 +31,7 @@ def _collect_strings(value: Any, into: list[str]) -> None:
 
     Appends to one list instead of yielding, and asks for the exact built-in types first (the
     documents come from JSON and protobuf): this runs for every span written, and a generator
-    per nesting level cost half as much again."""
+    per nesting level costs noticeably more."""
     kind = type(value)
     if kind is str:
         into.append(value)

@@ -4,8 +4,8 @@
 (JSON has no spelling for one, and the `NaN` token fails every JSON function of SQLite and
 PostgreSQL: one in a PostgreSQL recordset refused a whole group commit) and a NUL character as
 U+FFFD (`scrub_nul`: PostgreSQL refuses NUL in text and in JSONB), so every backend reads back
-the same document. orjson writes it (in well under half the standard encoder's time on span
-payloads); what orjson refuses (an integer past 64 bits, a string holding a lone surrogate)
+the same document. orjson writes it (faster than the standard encoder on span payloads);
+what orjson refuses (an integer past 64 bits, a string holding a lone surrogate)
 the standard encoder writes, by the same rules.
 """
 

@@ -1,9 +1,9 @@
 """Transcript sources: where each harness writes its transcripts, and which ones are watched.
 
 A source is a name (what `session.source` and the MCP `source` filter say), a harness (which
-parser reads it) and a glob. The standard sources are those of SESSIONS.md, under the home
-directory; `[sessions] sources` picks among them (`auto`: those whose directory exists), and
-`[sessions] sources_file` adds custom ones or overrides a standard one by name:
+parser reads it) and a glob. The standard sources are those of docs/sessions.md, under the
+home directory; `[sessions] sources` picks among them (`auto`: those whose directory exists),
+and `[sessions] sources_file` adds custom ones or overrides a standard one by name:
 
     [[sources]]
     name = "codex-archive"
@@ -80,7 +80,7 @@ def _split(glob: str) -> tuple[Path, str]:
     return Path(glob), ""
 
 
-# SESSIONS.md, "Where transcripts live"; the globs are relative to the home directory.
+# docs/sessions.md, "Where transcripts live"; the globs are relative to the home directory.
 STANDARD_SOURCES: tuple[Source, ...] = (
     Source("codex", "codex", "~/.codex/sessions/**/*.jsonl"),
     Source("claude", "claude-code", "~/.claude/projects/**/*.jsonl"),

@@ -82,7 +82,7 @@ def _first(folded: str, unit: Unit) -> tuple[int, int] | None:
         at = folded.find(needle)
         return (at, at + len(needle)) if at >= 0 else None
     # The lookbehind is checked by hand: a pattern that starts with one is scanned without
-    # the literal-prefix search, fifty times slower on long text.
+    # the literal-prefix search, far slower on long text.
     for match in _token_pattern(unit[0]).finditer(folded):
         at = match.start()
         if at == 0 or _WORD.match(folded, at - 1) is None:

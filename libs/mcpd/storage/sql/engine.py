@@ -12,9 +12,9 @@ SQLite settings, and why:
   acknowledged step completion or API key must never vanish) use FULL.
 * `cache_size`: chosen per store (`cache_mib`). SQLite's default page cache is 2 MiB per
   connection; the trace store's writes touch nine B-trees of `spans` (its table, primary key and
-  list indexes), whose pages then come back from the OS with a system call each. Measured with
-  1 KB spans, 2,048 per transaction: the span upsert took 43-51 us per span with 2 MiB and
-  31-42 with 16 to 64 MiB. The cache fills as pages are used, up to the limit, per connection.
+  list indexes), and pages that do not fit come back from the OS with a system call each, which
+  slows every span upsert (docs/decisions.md has the figures). The cache fills as pages are
+  used, up to the limit, per connection.
 * `foreign_keys=ON`: SQLite ignores foreign keys unless told otherwise, per connection.
 * `busy_timeout`: a writer waits for the lock instead of failing at once with SQLITE_BUSY.
 * `BEGIN IMMEDIATE` for every transaction except those opened with `read_connection`: taking
@@ -151,9 +151,10 @@ def create_postgres_engine(url: str | URL) -> Engine:
 
 
 def json_loads(text: str | bytes) -> Any:
-    """A stored JSON document, decoded. orjson, several times faster than `json` on the
-    megabytes of payloads a large trace reads; the standard library for the NaN and Infinity
-    tokens `json.dumps` (the serializer) may have written, which orjson refuses."""
+    """A stored JSON document, decoded. orjson, because a large trace reads megabytes of
+    payloads and the standard library's decoder is the slower one; the standard library for the
+    NaN and Infinity tokens `json.dumps` (the serializer) may have written, which orjson
+    refuses."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:

@@ -2,10 +2,10 @@
 
 PostgreSQL plans from statistics that ANALYZE gathers, normally by autovacuum. On a server where
 autovacuum is off, a table loaded from empty keeps the statistics of its first rows, and the
-planner goes on believing `spans` holds a few thousand rows: measured at 350,000 spans, the
-projection's read of 500 trace ids by primary key became a bitmap scan of every span of the
-project (340 ms instead of 0.6 ms), and the trace lists' second page and span-column filters
-lost their index plans the same way.
+planner goes on believing `spans` holds a few thousand rows: once the table is large, the
+projection's read of a group's trace ids by primary key becomes a bitmap scan of every span of
+the project, and the trace lists' second page and span-column filters lose their index plans the
+same way.
 
 `PlannerStatistics` applies autovacuum's own rule in its place: a table is analyzed once the
 rows written to it since its last ANALYZE exceed `ANALYZE_THRESHOLD + ANALYZE_SCALE_FACTOR *

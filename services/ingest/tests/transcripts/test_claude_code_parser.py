@@ -1,4 +1,4 @@
-"""Claude Code transcript parsing (SESSIONS.md: Claude Code records)."""
+"""Claude Code transcript parsing (docs/sessions.md: Claude Code)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Codex rollout parsing (SESSIONS.md: Codex rollout records)."""
+"""Codex rollout parsing (docs/sessions.md: Codex)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Claude Code project transcripts (`~/.claude/projects/<cwd>/<session>.jsonl`), also used by
-Claude cowork sessions. One record per line; see shared/design/SESSIONS.md ("Claude Code
-records").
+Claude cowork sessions. One record per line; docs/sessions.md ("Claude Code") describes the
+mapping.
 
 One API response is split over several `assistant` records sharing `message.id`; each content
 block is its own event keyed by record uuid and block index. A turn completes on

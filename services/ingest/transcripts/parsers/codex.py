@@ -1,11 +1,11 @@
 """Codex rollout files (`~/.codex/sessions/**/rollout-*.jsonl`): `{timestamp, type, payload}`.
 
-See shared/design/SESSIONS.md ("Codex rollout records") for the mapping. The parts that need
-care: Codex sends injected context (environment, AGENTS.md, instructions, plugin lists) as
-user-role messages, which become `system`; `event_msg` user/agent messages and reasoning
-repeat `response_item`s and are folded into one event (whichever comes first); the setup a
-turn writes before its prompt (task_started, instructions) belongs to that turn; task_complete
-ends a turn completed, turn_aborted and error end it uncompleted.
+docs/sessions.md ("Codex") describes the mapping. The parts that need care: Codex sends
+injected context (environment, AGENTS.md, instructions, plugin lists) as user-role messages,
+which become `system`; `event_msg` user/agent messages and reasoning repeat `response_item`s
+and are folded into one event (whichever comes first); the setup a turn writes before its
+prompt (task_started, instructions) belongs to that turn; task_complete ends a turn completed,
+turn_aborted and error end it uncompleted.
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ same parts on both backends; only the latency columns differ. PostgreSQL compute
 SQL (`percentile_cont` over an array of fractions, so one sort serves all four). SQLite has no
 ordered-set aggregate, so its statement hands each group's durations back as one
 comma-separated text (`group_concat`), finished by `mcpd.signals.stats.latency_figures`, which
-interpolates as `percentile_cont` does: the backends give the same figures. Measured at 100k
-traces: a row fetched per duration cost more than the scan; one text per group, split in C,
-costs little; and Python sorts the integers faster than SQLite's sorter hands them over.
+interpolates as `percentile_cont` does: the backends give the same figures. One text per
+group because a row fetched per duration costs more than the scan over many traces, while one
+text, split in C, costs little; and Python sorts the integers faster than SQLite's sorter
+hands them over.
 
 Groups are ordered in Python (code point order), not by the database's collation, so SQLite and
 PostgreSQL agree on the order of mixed-case keys.

@@ -1,22 +1,22 @@
 """The statements the signal writes repeat on every call, built once per dialect.
 
 Bulk upserts (`BulkUpsert`) are SQLAlchemy Core constructs compiled once per table and dialect,
-then executed at the driver level with parameters built here, because profiling a batch of 512
-spans showed SQLAlchemy's per-row, per-column parameter processing costing more than SQLite's
-own work. What the type processors did is done here instead: JSON is serialised as every store
-keeps it (`mcpd.storage.stored_json`), and NUL characters, which PostgreSQL refuses in text and in
-JSONB and which would fail a whole group commit, become U+FFFD on both backends alike.
+then executed at the driver level with parameters built here, because SQLAlchemy's per-row,
+per-column parameter processing cost more than SQLite's own work on a batch of spans. What the
+type processors did is done here instead: JSON is serialised as every store keeps it
+(`mcpd.storage.stored_json`), and NUL characters, which PostgreSQL refuses in text and in JSONB
+and which would fail a whole group commit, become U+FFFD on both backends alike.
 
 * SQLite: `INSERT ... VALUES (?, ...) ON CONFLICT ...` as one executemany of tuples (the
   driver steps one prepared statement per row, in C).
 * PostgreSQL: `INSERT ... SELECT ... FROM json_to_recordset(%s::JSON) AS v(<column> <type>,
   ...) ON CONFLICT ...`, the rows sent as one JSON array that the server unpacks into typed
-  columns (nested documents straight into JSONB). Measured on 512 spans of ~1.5 KB: psycopg's
-  executemany pipelines one statement per row and stalled on its 100 ms wait interval; a
-  multi-row VALUES of 25,000 placeholders spent 200 ms in psycopg's query parsing (queries that
-  long are not cached); one array per column spent most of its time in psycopg's Python array
-  quoting. One JSON parameter costs one C-level `json` encode here and one short, cached,
-  server-side prepared statement.
+  columns (nested documents straight into JSONB). The alternatives lose time in the driver:
+  psycopg's executemany pipelines one statement per row and stalls on its wait interval; a
+  multi-row VALUES of tens of thousands of placeholders spends its time in psycopg's query
+  parsing (queries that long are not cached); one array per column spends it in psycopg's
+  Python array quoting. One JSON parameter costs one C-level `json` encode here and one short,
+  cached, server-side prepared statement.
 
 Rows sharing a statement must not share a key (PostgreSQL refuses to update one row twice in one
 statement); callers deduplicate.
@@ -32,7 +32,7 @@ Two things ride along with the upserts of spans, traces and logs:
   PostgreSQL: the upsert sets `search_vector` to the words of the text case folded here with
   `str.casefold()` (`folded_words`), cast to `tsvector`. Those are the lexemes
   `to_tsvector('simple', ...)` would make of them, without its parser (whose email, URL and
-  path tokens would not be words, and which measured half the cost of a span's write) and
+  path tokens would not be words, and which was the largest single cost of a span's write) and
   without positions (a match needs every word, anywhere); the database's locale plays no part.
   Words are letters and digits only, so each is a valid lexeme as it stands.
 
@@ -40,8 +40,8 @@ Two things ride along with the upserts of spans, traces and logs:
   which stores the text itself (SQLite 3.40 has no contentless delete). One statement before
   the upsert drops the entries of the rows about to be replaced; one executemany after it
   inserts the new entries, each under the rowid its primary key finds. (An UPDATE trigger
-  could drop stale entries, but merely having one cost 35 µs per inserted span: every
-  execution of the upsert then opens the FTS table.) A deleted row's entry goes with it by the
+  could drop stale entries, but merely having one slows every inserted span: every execution
+  of the upsert then opens the FTS table.) A deleted row's entry goes with it by the
   DELETE trigger the migration creates, so erasure and retention need nothing more.
 """
 
@@ -509,8 +509,8 @@ def _fts_delete(target: Table) -> str:
 def _fts_insert(target: Table) -> str:
     """SQLite: index one row's text under the rowid of the row with the given primary key."""
     keys = " AND ".join(f"{key.name} = ?" for key in target.primary_key.columns)
-    # VALUES with a scalar subquery: measured six times faster than INSERT ... SELECT, which
-    # SQLite runs through a coroutine into the virtual table for every row.
+    # VALUES with a scalar subquery, not INSERT ... SELECT, which SQLite runs through a
+    # coroutine into the virtual table for every row.
     return (
         f"INSERT INTO {fts_table(target.name)} (search_text, rowid) "
         f"VALUES (?, (SELECT rowid FROM {target.name} WHERE {keys}))"
