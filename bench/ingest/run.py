@@ -874,7 +874,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--processes",
         type=int,
         default=None,
-        help="mcpd's ingest.workers (default: the product default, one per core)",
+        help="mcpd's serve.processes (default: the product default, one per core)",
     )
     return parser
 

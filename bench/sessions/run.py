@@ -8,7 +8,9 @@
    already holds the same corpus).
 2. **Import** every file with the real ``Importer`` into ``open_stores("sqlite", ...)`` in a
    fresh data directory (SQLite read model + tantivy index, the embedded default), one file
-   after another as ``mcpd import`` does: wall time, events/s, ingest errors.
+   after another as ``mcpd import`` does: wall time, events/s, ingest errors. With
+   ``--reuse-import`` an import of the same corpus already in ``--workdir`` is measured instead
+   (its import figures are those recorded when it was made).
 3. **Reopen** the stores (what a daemon start costs: migrations check, index reconcile) and
    measure, in process, the tools the MCP transports call (``SessionTools`` over the real
    store, project ``default``), one call at a time after a warm-up:
@@ -24,7 +26,10 @@
    query lists as ``MATCH '"w1" OR "w2"' ORDER BY bm25(docs) LIMIT 10`` (OR semantics, top 10).
 5. **MCP over Streamable HTTP** (unless ``--mcp-queries 0``): a real ``mcpd serve`` on the same
    data directory and the official ``mcp`` client, a smaller sample of the same calls, so the
-   transport's cost shows next to the in-process figures.
+   transport's cost shows next to the in-process figures; ``--mcp-rounds`` times. With
+   ``--baseline-mcpd`` (the ``mcpd`` of another checkout, e.g. the commit before a change) that
+   daemon and this checkout's serve in turn in every round, so before and after are measured
+   in one run against the same data.
 
 Memory: ``VmRSS``/``VmHWM`` (with its anonymous and file-backed parts: tantivy maps its segment
 files) per phase, the peak reset between phases where Linux allows it, and
@@ -87,6 +92,8 @@ DESCRIPTION = (
 PROJECT = "default"  # local mode: the anonymous caller's project, and `mcpd import`'s
 DEFAULT_EVENTS = 1_000_000
 DEFAULT_QUERIES = 300
+# Written beside the data once an import is complete: which corpus it holds, and its figures.
+IMPORT_RECORD = "bench-import.json"
 TARGET_P95_MS = 50.0
 ALL_TYPES = SEARCHABLE_TYPES
 _CJK_CHAR = re.compile(f"([{PY_CJK}])")
@@ -105,6 +112,9 @@ class SessionsConfig:
     fts5: bool = True
     workdir: Path | None = None
     keep: bool = False
+    reuse_import: bool = False
+    baseline_mcpd: Path | None = None
+    mcp_rounds: int = 1
     start_timeout_s: float = 300.0
     results_dir: Path = RESULTS_DIR
 
@@ -113,6 +123,8 @@ class SessionsConfig:
             raise ValueError("events must be at least 10")
         if self.queries < 1 or self.warmup < 0 or self.mcp_queries < 0:
             raise ValueError("queries must be positive, warmup and mcp_queries not negative")
+        if self.mcp_rounds < 1:
+            raise ValueError("mcp_rounds must be at least 1")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,6 +262,21 @@ def corpus_for(root: Path, events: int, seed: int) -> tuple[Corpus, bool]:
 
 def open_data(data_dir: Path) -> Stores:
     return open_stores("sqlite", data_dir=data_dir, postgres_url=None, clickhouse_url=None)
+
+
+def imported(corpus: Corpus, data_dir: Path, *, reuse: bool) -> dict[str, Any]:
+    """The import of ``corpus`` in ``data_dir``: with ``reuse``, the one already there when it
+    is of this very corpus (its figures are those of that import), else a fresh one."""
+    record = data_dir / IMPORT_RECORD
+    identity = {key: value for key, value in corpus.to_dict().items() if key != "seconds"}
+    if reuse:
+        with contextlib.suppress(OSError, ValueError):
+            found = json.loads(record.read_text(encoding="utf-8"))
+            if isinstance(found, dict) and found.get("corpus") == identity:
+                return {**found["import"], "reused": True}
+    figures = import_corpus(corpus, data_dir)
+    record.write_text(json.dumps({"corpus": identity, "import": figures}), encoding="utf-8")
+    return {**figures, "reused": False}
 
 
 def import_corpus(corpus: Corpus, data_dir: Path) -> dict[str, Any]:
@@ -654,52 +681,132 @@ async def _mcp_session(url: str) -> AsyncIterator[Any]:
         yield client
 
 
-async def run_mcp(
-    data_dir: Path, mixes: Sequence[Mix], count: int, timeout_s: float
+MCP_MIXES = (
+    "search global (default types)",
+    "search session-scoped",
+    "open(event)",
+    "open(turn, limit=50)",
+)
+
+
+@dataclasses.dataclass(slots=True)
+class _Pooled:
+    """What one server answered to one mix, over every round."""
+
+    seconds: list[float] = dataclasses.field(default_factory=list)
+    errors: int = 0
+    envelopes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    kinds: Counter[str] = dataclasses.field(default_factory=Counter)
+    round_p95_ms: list[float | None] = dataclasses.field(default_factory=list)
+
+    def latency(self, label: str, tool: str) -> Latency:
+        extra: dict[str, Any] = {"error_kinds": dict(self.kinds)} if self.kinds else {}
+        if tool == "search_sessions":
+            extra.update(_search_extra(self.envelopes))
+        if len(self.round_p95_ms) > 1:
+            extra["round_p95_ms"] = self.round_p95_ms
+        return Latency.of(label, self.seconds, self.errors, extra)
+
+
+async def _mcp_round(
+    command: Sequence[str] | None,
+    data_dir: Path,
+    mixes: Sequence[Mix],
+    count: int,
+    timeout_s: float,
+    pooled: dict[str, _Pooled],
 ) -> dict[str, Any]:
-    """A sample of the mixes over MCP Streamable HTTP against ``mcpd serve`` on ``data_dir``."""
-    wanted = (
-        "search global (default types)",
-        "search session-scoped",
-        "open(event)",
-        "open(turn, limit=50)",
-    )
+    """Serve ``data_dir`` with ``command`` (None: this checkout's ``mcpd serve``), call the MCP
+    sample of every mix into ``pooled``, stop the daemon; return its facts."""
     daemon = DaemonProcess(
-        extra_env={"MCPD_DATA_DIR": str(data_dir)}, start_timeout_s=timeout_s, processes=None
+        command=command,
+        extra_env={"MCPD_DATA_DIR": str(data_dir)},
+        start_timeout_s=timeout_s,
+        processes=None,
     )
-    results: list[Latency] = []
     async with daemon:
         print(f"  mcpd serve up in {daemon.startup_s or 0:.1f} s", flush=True)
         async with _mcp_session(f"{daemon.http_url}/mcp") as client:
-
-            async def call(tool: str, item: Call) -> tuple[bool, dict[str, Any]]:
-                result = await client.call_tool(tool, item.arguments)
-                envelope = result.structured_content or {}
-                return not result.is_error, dict(envelope)
-
             for mix in mixes:
-                if mix.label not in wanted:
+                if mix.label not in MCP_MIXES:
                     continue
 
                 async def one(item: Call, tool: str = mix.tool) -> tuple[bool, dict[str, Any]]:
-                    return await call(tool, item)
+                    result = await client.call_tool(tool, item.arguments)
+                    return not result.is_error, dict(result.structured_content or {})
 
                 await _timed(mix.warmup[:10], one)
                 seconds, errors, envelopes, kinds = await _timed(mix.calls[:count], one)
-                extra: dict[str, Any] = {"error_kinds": dict(kinds)} if kinds else {}
-                if mix.tool == "search_sessions":
-                    extra.update(_search_extra(envelopes))
-                results.append(Latency.of(f"mcp: {mix.label}", seconds, errors, extra))
-                print(f"  mcp {mix.label}: p50 {results[-1].p50_ms or 0:.1f} ms", flush=True)
+                into = pooled.setdefault(mix.label, _Pooled())
+                into.seconds += seconds
+                into.errors += errors
+                into.envelopes += envelopes
+                into.kinds.update(kinds)
+                this_round = Latency.of(mix.label, seconds)
+                into.round_p95_ms.append(this_round.p95_ms)
+                print(
+                    f"  mcp {mix.label}: p50 {this_round.p50_ms or 0:.1f} ms, "
+                    f"p95 {this_round.p95_ms or 0:.1f} ms",
+                    flush=True,
+                )
         memory = _memory(daemon.pid) if daemon.pid is not None else {}
     return {
-        "results": [result.to_dict() for result in results],
-        "latencies": results,
         "daemon_startup_s": daemon.startup_s,
         "daemon_memory_bytes": memory,
         "returncode": daemon.returncode,
         "stderr_tail": daemon.stderr_tail[-2000:] if daemon.returncode not in (0, None) else "",
     }
+
+
+async def run_mcp(
+    data_dir: Path,
+    mixes: Sequence[Mix],
+    count: int,
+    timeout_s: float,
+    *,
+    baseline: Path | None = None,
+    rounds: int = 1,
+) -> dict[str, Any]:
+    """A sample of the mixes over MCP Streamable HTTP against ``mcpd serve`` on ``data_dir``,
+    ``rounds`` times. With ``baseline`` (the ``mcpd`` of another checkout), the two serve in
+    turn, baseline first in every round, so both meet the same data and the same machine
+    load; each one's samples are pooled over the rounds."""
+    tools = {mix.label: mix.tool for mix in mixes}
+    servers: dict[str, Sequence[str] | None] = {"": None}
+    if baseline is not None:
+        servers = {"baseline": [str(baseline), "serve"], **servers}
+    pooled: dict[str, dict[str, _Pooled]] = {name: {} for name in servers}
+    daemons: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
+    for round_number in range(1, rounds + 1):
+        for name, command in servers.items():
+            print(f"  round {round_number}/{rounds}: {name or 'this checkout'}", flush=True)
+            facts = await _mcp_round(command, data_dir, mixes, count, timeout_s, pooled[name])
+            daemons[name].append(facts)
+    latencies = {
+        name: [
+            found.latency(f"mcp{' ' + name if name else ''}: {label}", tools[label])
+            for label, found in by_mix.items()
+        ]
+        for name, by_mix in pooled.items()
+    }
+    last = daemons[""][-1]
+    result: dict[str, Any] = {
+        "results": [latency.to_dict() for latency in latencies[""]],
+        "latencies": latencies[""],
+        "rounds": rounds,
+        **last,
+        "daemon_startup_s_by_round": [facts["daemon_startup_s"] for facts in daemons[""]],
+    }
+    if baseline is not None:
+        result["baseline"] = {
+            "results": [latency.to_dict() for latency in latencies["baseline"]],
+            "daemon_startup_s_by_round": [
+                facts["daemon_startup_s"] for facts in daemons["baseline"]
+            ],
+            "returncodes": [facts["returncode"] for facts in daemons["baseline"]],
+        }
+        result["baseline_latencies"] = latencies["baseline"]
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -774,10 +881,11 @@ def run_sessions(config: SessionsConfig) -> dict[str, Any]:
             flush=True,
         )
         data_dir = work / "data"
-        imported = import_corpus(corpus, data_dir)
+        imports = imported(corpus, data_dir, reuse=config.reuse_import)
         print(
-            f"import: {imported['events']:,} events in {imported['seconds']:.0f} s "
-            f"({imported['events_per_s']:,.0f} events/s), {imported['ingest_errors']} errors",
+            f"import{' (reused)' if imports['reused'] else ''}: {imports['events']:,} events in "
+            f"{imports['seconds']:.0f} s ({imports['events_per_s']:,.0f} events/s), "
+            f"{imports['ingest_errors']} errors",
             flush=True,
         )
         trace_db = data_dir / "trace.db"
@@ -828,7 +936,14 @@ def run_sessions(config: SessionsConfig) -> dict[str, Any]:
             print("MCP over Streamable HTTP (mcpd serve)", flush=True)
             try:
                 mcp = asyncio.run(
-                    run_mcp(data_dir, mixes, config.mcp_queries, config.start_timeout_s)
+                    run_mcp(
+                        data_dir,
+                        mixes,
+                        config.mcp_queries,
+                        config.start_timeout_s,
+                        baseline=config.baseline_mcpd,
+                        rounds=config.mcp_rounds,
+                    )
                 )
             except Exception as exc:  # the in-process figures stand without it
                 mcp = {"error": f"{type(exc).__name__}: {exc}"}
@@ -842,13 +957,13 @@ def run_sessions(config: SessionsConfig) -> dict[str, Any]:
         f"{NAME}: import through the real Importer ({n}, {len(corpus.files):,} files)",
         [
             {
-                "events": imported["events"],
-                "sessions": imported["sessions"],
-                "seconds": imported["seconds"],
-                "events/s": imported["events_per_s"],
-                "MB/s": imported["mb_per_s"],
-                "errors": imported["ingest_errors"],
-                "peak RSS MB": _mb(imported["peak_rss_bytes"]),
+                "events": imports["events"],
+                "sessions": imports["sessions"],
+                "seconds": imports["seconds"],
+                "events/s": imports["events_per_s"],
+                "MB/s": imports["mb_per_s"],
+                "errors": imports["ingest_errors"],
+                "peak RSS MB": _mb(imports["peak_rss_bytes"]),
             }
         ],
     )
@@ -867,9 +982,11 @@ def run_sessions(config: SessionsConfig) -> dict[str, Any]:
     if side:
         print_table(f"{NAME}: top 10 over the same documents and queries, same run ({n})", side)
     if mcp.get("latencies"):
+        rows = [r.row() for r in (*mcp.get("baseline_latencies", ()), *mcp["latencies"])]
         print_table(
-            f"{NAME}: over MCP Streamable HTTP (mcpd serve, official client)",
-            [r.row() for r in mcp["latencies"]],
+            f"{NAME}: over MCP Streamable HTTP (mcpd serve, official client, "
+            f"{mcp['rounds']} round(s))",
+            rows,
         )
     print_table(
         f"{NAME}: memory and disk",
@@ -884,7 +1001,7 @@ def run_sessions(config: SessionsConfig) -> dict[str, Any]:
                 "what": "  of which file-backed (index maps)",
                 "MB": _mb(memory["after_queries"].get("RssFile")),
             },
-            {"what": "peak RSS during import", "MB": _mb(imported["peak_rss_bytes"])},
+            {"what": "peak RSS during import", "MB": _mb(imports["peak_rss_bytes"])},
             {
                 "what": "mcpd serve RSS after the MCP calls",
                 "MB": _mb(mcp.get("daemon_memory_bytes", {}).get("VmRSS")),
@@ -914,7 +1031,7 @@ def run_sessions(config: SessionsConfig) -> dict[str, Any]:
             "import and the FTS5 build, before measuring",
         },
         "corpus": {**generated, **facts},
-        "import": imported,
+        "import": imports,
         "open_stores_seconds": open_seconds,
         "disk": disk,
         "memory": {**memory, "getrusage_maxrss_bytes": maxrss},
@@ -922,7 +1039,7 @@ def run_sessions(config: SessionsConfig) -> dict[str, Any]:
         "store_search": [r.to_dict() for r in store_results],
         "fts5": {**fts5, "results": [r.to_dict() for r in fts5_results], "matches": matches},
         "side_by_side": side,
-        "mcp": {k: v for k, v in mcp.items() if k != "latencies"},
+        "mcp": {k: v for k, v in mcp.items() if k not in ("latencies", "baseline_latencies")},
         "target": {
             "search_p95_ms": TARGET_P95_MS,
             "worst_search_p95_ms": worst,
@@ -1004,6 +1121,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--workdir", type=Path, help="keep the corpus and data here (a corpus there is reused)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary work directory")
+    parser.add_argument(
+        "--reuse-import",
+        action="store_true",
+        help="with --workdir: measure the import already there when it is of the same corpus",
+    )
+    parser.add_argument(
+        "--baseline-mcpd",
+        type=Path,
+        help="the mcpd of another checkout: served in turn with this one on the same data",
+    )
+    parser.add_argument(
+        "--mcp-rounds", type=int, default=defaults.mcp_rounds, help="MCP rounds per server"
+    )
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     args = parser.parse_args(argv)
     run_sessions(
@@ -1016,6 +1146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             fts5=not args.no_fts5,
             workdir=args.workdir,
             keep=args.keep,
+            reuse_import=args.reuse_import,
+            baseline_mcpd=args.baseline_mcpd,
+            mcp_rounds=args.mcp_rounds,
             results_dir=args.results_dir,
         )
     )

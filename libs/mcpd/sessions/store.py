@@ -108,6 +108,16 @@ class SessionStore(Protocol):
         """One event with its full text and payload, or None."""
         ...
 
+    def sessions_by_id(self, project: str, session_ids: Sequence[str]) -> dict[str, SessionRecord]:
+        """The project's sessions among `session_ids`, by id, in one read; an id it does not
+        hold is absent from the answer."""
+        ...
+
+    def turns_by_id(self, project: str, turn_ids: Sequence[str]) -> dict[str, TurnRecord]:
+        """The project's turns among `turn_ids`, by id, in one read; an id it does not hold is
+        absent from the answer."""
+        ...
+
     def list_turns(
         self, project: str, session_id: str, *, after_ordinal: int, limit: int
     ) -> list[TurnRecord]:

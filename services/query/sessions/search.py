@@ -104,10 +104,10 @@ def execute(
         source=request.source,
     )
     hits, truncated = _ranked(store, query, drop_own=bool(_TOOL_TYPES & set(query.event_types)))
-    rows = _Rows(store, project)
+    turns, sessions = _rows_of(store, project, hits)
     results: list[dict[str, Any]] = []
     for hit in hits:
-        turn, session = rows.turn(hit.event.turn_id), rows.session(hit.event.session_id)
+        turn, session = turns[hit.event.turn_id], sessions[hit.event.session_id]
         if not _in_scope(hit, turn, session, query):
             # A store answering outside the asked scope must not leak it to the caller.
             continue
@@ -155,30 +155,20 @@ def _epoch(moment: datetime) -> float:
     return as_utc(moment).timestamp()
 
 
-class _Rows:
-    """Turns and sessions of the hits, each loaded once. A row that vanished between the search
-    and this load means an ingest update is being published: the caller retries."""
-
-    def __init__(self, store: SessionStore, project: str) -> None:
-        self._store, self._project = store, project
-        self._turns: dict[str, TurnRecord] = {}
-        self._sessions: dict[str, SessionRecord] = {}
-
-    def turn(self, turn_id: str) -> TurnRecord:
-        if turn_id not in self._turns:
-            turn = self._store.get_turn(self._project, turn_id)
-            if turn is None:
-                raise read_model_refresh()
-            self._turns[turn_id] = turn
-        return self._turns[turn_id]
-
-    def session(self, session_id: str) -> SessionRecord:
-        if session_id not in self._sessions:
-            session = self._store.get_session(self._project, session_id)
-            if session is None:
-                raise read_model_refresh()
-            self._sessions[session_id] = session
-        return self._sessions[session_id]
+def _rows_of(
+    store: SessionStore, project: str, hits: list[SearchHit]
+) -> tuple[dict[str, TurnRecord], dict[str, SessionRecord]]:
+    """The hits' turns and sessions, by id, in one read each. A row that vanished between the
+    search and this read means an ingest update is being published: the caller retries."""
+    if not hits:
+        return {}, {}
+    turn_ids = list(dict.fromkeys(hit.event.turn_id for hit in hits))
+    session_ids = list(dict.fromkeys(hit.event.session_id for hit in hits))
+    turns = store.turns_by_id(project, turn_ids)
+    sessions = store.sessions_by_id(project, session_ids)
+    if any(i not in turns for i in turn_ids) or any(i not in sessions for i in session_ids):
+        raise read_model_refresh()
+    return turns, sessions
 
 
 def _in_scope(hit: SearchHit, turn: TurnRecord, session: SessionRecord, q: SearchQuery) -> bool:

@@ -10,7 +10,6 @@ tokenization differs) the window starts at the beginning.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
 
@@ -81,18 +80,16 @@ def _first(folded: str, unit: Unit) -> tuple[int, int] | None:
         needle = "".join(unit)
         at = folded.find(needle)
         return (at, at + len(needle)) if at >= 0 else None
-    # The lookbehind is checked by hand: a pattern that starts with one is scanned without
-    # the literal-prefix search, far slower on long text.
-    for match in _token_pattern(unit[0]).finditer(folded):
-        at = match.start()
-        if at == 0 or _WORD.match(folded, at - 1) is None:
-            return at, match.end()
+    # A literal search with the token's edges checked by hand: a compiled pattern per token
+    # (`token(?!word char)`) costs far more to compile than the search it serves.
+    token = unit[0]
+    at = folded.find(token)
+    while at >= 0:
+        end = at + len(token)
+        if _WORD.match(folded, end) is None and (at == 0 or _WORD.match(folded, at - 1) is None):
+            return at, end
+        at = folded.find(token, at + 1)
     return None
-
-
-@functools.lru_cache(maxsize=1024)
-def _token_pattern(token: str) -> re.Pattern[str]:
-    return re.compile(re.escape(token) + f"(?![^\\W_{PY_CJK}])")
 
 
 def _snap_forward(text: str, low: int, *, limit: int) -> int:

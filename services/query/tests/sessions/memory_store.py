@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -82,6 +82,16 @@ class MemorySessionStore:
     def get_event(self, project: str, event_id: str) -> EventRecord | None:
         self._check()
         return next((e for e in self._events(project) if e.id == event_id), None)
+
+    def sessions_by_id(self, project: str, session_ids: Sequence[str]) -> dict[str, SessionRecord]:
+        self._check()
+        sessions = self._sessions(project)
+        return {i: sessions[i].session for i in session_ids if i in sessions}
+
+    def turns_by_id(self, project: str, turn_ids: Sequence[str]) -> dict[str, TurnRecord]:
+        self._check()
+        wanted = set(turn_ids)
+        return {t.id: t for t in self._turns(project) if t.id in wanted}
 
     # -- pages and neighbours -----------------------------------------------------------------
 

@@ -72,6 +72,24 @@ def test_locate_finds_whole_tokens_only() -> None:
     assert text[start:end] == "Straße"
 
 
+@pytest.mark.parametrize(
+    ("text", "token", "expected"),
+    [
+        ("v2 v", "v", (3, 4)),  # a digit continues a token
+        ("2fa fa", "fa", (4, 6)),
+        ("needles needle", "needle", (8, 14)),  # a match may end the text
+        ("reneedle needle.", "needle", (9, 15)),
+        ("東京abc", "abc", (2, 5)),  # a CJK neighbour is an edge
+        ("abc東京", "abc", (0, 3)),
+        ("_abc_", "abc", (1, 4)),
+        ("aaa", "aa", None),
+        ("xabc abcx abcabc", "abc", None),
+    ],
+)
+def test_locate_token_edges(text: str, token: str, expected: tuple[int, int] | None) -> None:
+    assert locate(text, [(token,)]) == expected
+
+
 def test_locate_prefers_the_heaviest_unit_then_the_earliest() -> None:
     text = "common words first, then the rare one"
     units = [("common",), ("rare",)]

@@ -8,8 +8,8 @@ pruned by bloom-filter skip indexes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from mcpd.sessions.model import EventRecord, FileTouch, SessionRecord, TurnRecord
 from mcpd.sessions.store import SessionListQuery, TouchQuery
@@ -28,6 +28,7 @@ from mcpd.storage.sql.sessions.writes import chunks
 
 Ends = tuple[str | None, str | None]
 Params = dict[str, object]
+R = TypeVar("R")
 
 
 class Reads:
@@ -81,16 +82,13 @@ class Reads:
         return event_of(rows[0]) if rows else None
 
     def events_by_id(self, project: str, ids: Sequence[str]) -> dict[str, EventRecord]:
-        found: dict[str, EventRecord] = {}
-        for chunk in chunks(ids):
-            rows = self.select(
-                "events",
-                EVENTS,
-                ["project = {p:String}", "id IN {ids:Array(String)}"],
-                {"p": project, "ids": list(chunk)},
-            )
-            found.update((row["id"], event_of(row)) for row in rows)
-        return found
+        return self._records_by_id("events", EVENTS, project, ids, event_of)
+
+    def turns_by_id(self, project: str, ids: Sequence[str]) -> dict[str, TurnRecord]:
+        return self._records_by_id("turns", TURNS, project, ids, turn_of)
+
+    def sessions_by_id(self, project: str, ids: Sequence[str]) -> dict[str, SessionRecord]:
+        return self._records_by_id("sessions", SESSIONS, project, ids, session_of)
 
     def list_turns(
         self, project: str, session_id: str, after_ordinal: int, limit: int
@@ -204,6 +202,25 @@ class Reads:
             limit=1,
         )
         return session_of(rows[0]) if rows else None
+
+    def _records_by_id(
+        self,
+        table: str,
+        columns: Mapping[str, str],
+        project: str,
+        ids: Sequence[str],
+        record_of: Callable[[dict[str, Any]], R],
+    ) -> dict[str, R]:
+        found: dict[str, R] = {}
+        for chunk in chunks(ids):
+            rows = self.select(
+                table,
+                columns,
+                ["project = {p:String}", "id IN {ids:Array(String)}"],
+                {"p": project, "ids": list(chunk)},
+            )
+            found.update((row["id"], record_of(row)) for row in rows)
+        return found
 
     def _by_id(
         self, table: str, columns: Mapping[str, str], project: str, row_id: str

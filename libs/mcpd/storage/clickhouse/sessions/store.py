@@ -11,6 +11,7 @@ of one project are serialised within a process only.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 from mcpd.sessions.model import AssembledSession, EventRecord, FileTouch, SessionRecord, TurnRecord
 from mcpd.sessions.search.analysis import query_units
@@ -103,6 +104,14 @@ class ClickHouseSessionStore:
     def get_event(self, project: str, event_id: str) -> EventRecord | None:
         """One event with its full text and payload, or None."""
         return self._reads.get_event(project, event_id)
+
+    def sessions_by_id(self, project: str, session_ids: Sequence[str]) -> dict[str, SessionRecord]:
+        """The project's sessions among `session_ids`, by id (unknown ids are absent)."""
+        return self._reads.sessions_by_id(project, session_ids)
+
+    def turns_by_id(self, project: str, turn_ids: Sequence[str]) -> dict[str, TurnRecord]:
+        """The project's turns among `turn_ids`, by id (unknown ids are absent)."""
+        return self._reads.turns_by_id(project, turn_ids)
 
     def list_turns(
         self, project: str, session_id: str, *, after_ordinal: int, limit: int

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, Connection, Table, func, or_, select, tuple_
 
@@ -18,6 +18,7 @@ from mcpd.storage.sql.schema.sessions import (
     turns,
 )
 from mcpd.storage.sql.sessions.rows import (
+    RowLike,
     basename,
     event_of,
     session_of,
@@ -27,6 +28,7 @@ from mcpd.storage.sql.sessions.rows import (
 from mcpd.storage.sql.sessions.writes import chunks
 
 Ends = tuple[str | None, str | None]
+R = TypeVar("R")
 
 
 def snapshot(conn: Connection, project: str) -> int:
@@ -65,13 +67,17 @@ def get_event(conn: Connection, project: str, event_id: str) -> EventRecord | No
 
 def events_by_id(conn: Connection, project: str, ids: Sequence[str]) -> dict[str, EventRecord]:
     """The events with these ids that exist, by id."""
-    found: dict[str, EventRecord] = {}
-    for chunk in chunks(ids):
-        rows = conn.execute(
-            select(events).where(events.c.project == project, events.c.id.in_(chunk))
-        )
-        found.update((row.id, event_of(row._mapping)) for row in rows)
-    return found
+    return _records_by_id(conn, events, project, ids, event_of)
+
+
+def turns_by_id(conn: Connection, project: str, ids: Sequence[str]) -> dict[str, TurnRecord]:
+    """The turns with these ids that exist, by id."""
+    return _records_by_id(conn, turns, project, ids, turn_of)
+
+
+def sessions_by_id(conn: Connection, project: str, ids: Sequence[str]) -> dict[str, SessionRecord]:
+    """The sessions with these ids that exist, by id."""
+    return _records_by_id(conn, sessions, project, ids, session_of)
 
 
 def list_turns(
@@ -228,6 +234,21 @@ def session_of_key(
         .limit(1)
     ).first()
     return session_of(row._mapping) if row is not None else None
+
+
+def _records_by_id(
+    conn: Connection,
+    table: Table,
+    project: str,
+    ids: Sequence[str],
+    record_of: Callable[[RowLike], R],
+) -> dict[str, R]:
+    """One query per CHUNK ids (an IN list of bound parameters has a ceiling on every backend)."""
+    found: dict[str, R] = {}
+    for chunk in chunks(ids):
+        rows = conn.execute(select(table).where(table.c.project == project, table.c.id.in_(chunk)))
+        found.update((row.id, record_of(row._mapping)) for row in rows)
+    return found
 
 
 def _by_id(conn: Connection, table: Table, project: str, row_id: str) -> Any:

@@ -12,6 +12,7 @@ stays put for an identical re-write (which is a no-op), so cursors outlive re-im
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
@@ -112,6 +113,16 @@ class SqlSessionStore:
         """One event with its full text and payload, or None."""
         with read_connection(self._engine) as conn:
             return reads.get_event(conn, project, event_id)
+
+    def sessions_by_id(self, project: str, session_ids: Sequence[str]) -> dict[str, SessionRecord]:
+        """The project's sessions among `session_ids`, by id (unknown ids are absent)."""
+        with read_connection(self._engine) as conn:
+            return reads.sessions_by_id(conn, project, session_ids)
+
+    def turns_by_id(self, project: str, turn_ids: Sequence[str]) -> dict[str, TurnRecord]:
+        """The project's turns among `turn_ids`, by id (unknown ids are absent)."""
+        with read_connection(self._engine) as conn:
+            return reads.turns_by_id(conn, project, turn_ids)
 
     def list_turns(
         self, project: str, session_id: str, *, after_ordinal: int, limit: int
