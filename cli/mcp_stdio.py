@@ -6,9 +6,10 @@ Two ways to answer, chosen once at start:
   call goes to it over gRPC with the `--key` (or `MCPD_API_KEY`) as bearer token, exactly like a
   call to `/mcp` on the gateway (same auth, scopes, projects and audit).
 - embedded: nothing answers; the process opens the data directory's stores itself and runs the
-  tools in process. Same envelopes. It only reads: it never takes the ingest lock or writes the
-  search index, so `mcpd serve` (the index's one writer) can start beside it at any time. Nothing
-  is audited and no key is checked: whoever can read the data directory can read its sessions.
+  tools in process. Same envelopes. It only reads: it never takes the data directory's lock or
+  writes the search index, so `mcpd serve` (the index's one writer) can start beside it at any
+  time. Nothing is audited and no key is checked: whoever can read the data directory can read
+  its sessions.
 
 Either way the process's working directory is the client's launch directory, which
 file_attention uses to resolve relative paths and `scope: project`. stdout carries MCP only;
