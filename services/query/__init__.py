@@ -9,18 +9,18 @@ from mcpd.runtime.clock import Clock
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
 from mcpd.signals.batch import IngestLag
-from mcpd.storage.interfaces import TraceStore
+from mcpd.storage.interfaces import AuditReads
 from services.query.erasure import RunEraser
 from services.query.health import HealthReporter
 from services.query.requests import HashUser
-from services.query.servicer import AuditLog, QueryServicer, SessionToolSet
+from services.query.servicer import QueryServicer, QueryStore, SessionToolSet
 
 __all__ = ["SessionToolSet", "registrations"]
 
 
 def registrations(
-    store: TraceStore,
-    audit: AuditLog,
+    store: QueryStore,
+    audit: AuditReads,
     *,
     storage: str,
     signup: bool,
