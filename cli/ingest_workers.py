@@ -188,6 +188,7 @@ class IngestWorkers:
 async def serve_worker(settings: Settings, supervisor_fd: int) -> int:
     """Run as an ingest worker of the parent on `supervisor_fd` until it stops us or is gone."""
     from cli.ingest import start_ingest
+    from cli.roles import ROLE_STORES
     from cli.security import build_security
     from cli.serve import local_address, open_configured_stores, stop_on_signals
     from mcpd.runtime.clock import SystemClock
@@ -202,7 +203,7 @@ async def serve_worker(settings: Settings, supervisor_fd: int) -> int:
         if start is None:
             return 0
         # The parent migrated before it started us; opening without migrating changes nothing.
-        stores = await open_configured_stores(settings, migrate=False)
+        stores = await open_configured_stores(settings, migrate=False, stores=ROLE_STORES["ingest"])
         stack.callback(stores.close)
         clock = SystemClock()
         address = f"{start['host']}:0"

@@ -6,7 +6,7 @@ import contextlib
 import os
 import secrets
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -35,7 +35,7 @@ from services.query.sessions import SessionTools
 # Finds the channel to the process serving a proto service, by the service's full name.
 ChannelFor = Callable[[str], grpc.aio.Channel]
 
-__all__ = ["GRPC_ROLES", "ROLES", "SERVICE_ROLES", "STORAGE_ROLES", "ChannelFor"]
+__all__ = ["GRPC_ROLES", "ROLES", "ROLE_STORES", "SERVICE_ROLES", "ChannelFor", "stores_of"]
 
 
 # The account service has no role of its own: it lives with the query role, which owns the other
@@ -51,8 +51,20 @@ SERVICE_ROLES = {
     **dict.fromkeys(OTLP_SERVICES, "ingest"),
 }
 
-# Every gRPC role authenticates callers against the control store, so every one opens storage.
-STORAGE_ROLES = frozenset(GRPC_ROLES)
+# The stores each gRPC role opens, and no other: every role authenticates callers against the
+# control store; the orchestrator alone owns the run store (the query role's erasure asks it).
+ROLE_STORES: Mapping[str, frozenset[str]] = {
+    "ingest": frozenset({"trace", "control"}),
+    "query": frozenset({"trace", "control"}),
+    "orchestrator": frozenset({"run", "control"}),
+    "evaluation": frozenset({"control"}),
+    "intelligence": frozenset({"control"}),
+}
+
+
+def stores_of(roles: Iterable[str]) -> frozenset[str]:
+    """The stores a process serving `roles` opens (none for the gateway alone)."""
+    return frozenset().union(*(ROLE_STORES.get(role, frozenset()) for role in roles))
 
 
 def peer_address(settings: Settings, role: str) -> str:
@@ -87,7 +99,7 @@ def registrations(
                     clock=clock,
                     sessions=session_tools(stores, settings, clock=clock),
                     hash_user=Redactor(key=redaction_key(settings)).hash_identifier,
-                    runs=stores.run,
+                    runs=stores.run if "run" in stores.names else None,
                     ingest_lag=ingest.lag if ingest is not None else None,
                 )
                 throttle = LoginThrottle(

@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from mcpd.runtime.channels import open_channel, open_replicas_channel
 from mcpd.runtime.clock import SystemClock
 from mcpd.runtime.config import Settings
 from mcpd.runtime.server import GrpcServer
-from mcpd.storage import Stores, open_stores
+from mcpd.storage import STORE_NAMES, Stores, open_stores
 from mcpd.version import mcpd_version
 
 log = logging.getLogger("mcpd.serve")
@@ -310,16 +310,19 @@ def stop_on_signals() -> asyncio.Event:
 async def _open_stores(
     stack: AsyncExitStack, settings: Settings, roles: Sequence[str]
 ) -> Stores | None:
-    if not role_table.STORAGE_ROLES.intersection(roles):
+    needed = role_table.stores_of(roles)
+    if not needed:
         return None
-    stores = await open_configured_stores(settings)
+    stores = await open_configured_stores(settings, stores=needed)
     stack.callback(stores.close)
     return stores
 
 
-async def open_configured_stores(settings: Settings, *, migrate: bool = True) -> Stores:
-    """The stores `settings.storage` names, opened (and migrated, unless told otherwise) off
-    the event loop: opening blocks on I/O."""
+async def open_configured_stores(
+    settings: Settings, *, migrate: bool = True, stores: Collection[str] = STORE_NAMES
+) -> Stores:
+    """The `stores` (all by default) `settings.storage` places, opened (and migrated, unless
+    told otherwise) off the event loop: opening blocks on I/O."""
     storage = settings.storage
     return await asyncio.to_thread(
         open_stores,
@@ -328,6 +331,7 @@ async def open_configured_stores(settings: Settings, *, migrate: bool = True) ->
         postgres_url=storage.postgres_url,
         clickhouse_url=storage.clickhouse_url,
         migrate=migrate,
+        stores=stores,
     )
 
 
@@ -377,7 +381,7 @@ def _announce(
 ) -> None:
     lines = [f"mcpd {mcpd_version()} serving {', '.join(roles)}"]
     if stores is not None:
-        lines.append(f"  storage    {stores.trace.backend}")
+        lines.append(f"  storage    {stores.describe()}")
     if http is not None:
         lines += [
             f"  REST       http://{http}/v1/api",

@@ -16,7 +16,7 @@ from mcpd.storage.clickhouse import (
     HttpExecutor,
     open_executor,
 )
-from mcpd.storage.factory import Stores, open_stores
+from mcpd.storage.factory import STORE_NAMES, Stores, open_stores
 from mcpd.storage.interfaces import (
     AccountRecords,
     AuditReads,
@@ -43,6 +43,7 @@ from mcpd.storage.interfaces import (
 from mcpd.storage.sql import SqlControlStore, SqlRunStore, SqlTraceStore
 
 __all__ = [
+    "STORE_NAMES",
     "AccountRecords",
     "AuditReads",
     "AuditWrites",

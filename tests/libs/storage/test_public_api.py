@@ -29,6 +29,7 @@ def test_exports() -> None:
         "ProjectCatalog",
         "RunStore",
         "RunSubjectErasure",
+        "STORE_NAMES",
         "SessionSpans",
         "SignalAnalytics",
         "SignalErasure",
