@@ -27,7 +27,7 @@ from mcpd.model.v1 import telemetry_pb2 as mcpd_dot_model_dot_v1_dot_telemetry__
 from mcpd.options.v1 import access_pb2 as mcpd_dot_options_dot_v1_dot_access__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#mcpd/ingest/v1/ingest_service.proto\x12\x0emcpd.ingest.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1dmcpd/model/v1/telemetry.proto\x1a\x1cmcpd/options/v1/access.proto2\xa3\x03\n\rIngestService\x12\x62\n\x06Ingest\x12\x1a.mcpd.model.v1.IngestBatch\x1a\x1b.mcpd.model.v1.IngestResult\"\x1f\xa2\xbb\x18\x02\x08\x01\x82\xd3\xe4\x93\x02\x13\"\x0e/v1/api/ingest:\x01*\x12\x8e\x01\n\x0b\x43reateScore\x12\x14.mcpd.model.v1.Score\x1a\x14.mcpd.model.v1.Score\"S\xa2\xbb\x18\x36\x08\x03*2it answers with the score the caller has just sent\x82\xd3\xe4\x93\x02\x13\"\x0e/v1/api/scores:\x01*\x12\x9c\x01\n\x0e\x43reateFeedback\x12\x17.mcpd.model.v1.Feedback\x1a\x17.mcpd.model.v1.Feedback\"X\xa2\xbb\x18\x39\x08\x03*5it answers with the feedback the caller has just sent\x82\xd3\xe4\x93\x02\x15\"\x10/v1/api/feedback:\x01*b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#mcpd/ingest/v1/ingest_service.proto\x12\x0emcpd.ingest.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1dmcpd/model/v1/telemetry.proto\x1a\x1cmcpd/options/v1/access.proto2\xa5\x03\n\rIngestService\x12\x64\n\x06Ingest\x12\x1a.mcpd.model.v1.IngestBatch\x1a\x1b.mcpd.model.v1.IngestResult\"!\xa2\xbb\x18\x04\x08\x01\x38\x01\x82\xd3\xe4\x93\x02\x13\"\x0e/v1/api/ingest:\x01*\x12\x8e\x01\n\x0b\x43reateScore\x12\x14.mcpd.model.v1.Score\x1a\x14.mcpd.model.v1.Score\"S\xa2\xbb\x18\x36\x08\x03*2it answers with the score the caller has just sent\x82\xd3\xe4\x93\x02\x13\"\x0e/v1/api/scores:\x01*\x12\x9c\x01\n\x0e\x43reateFeedback\x12\x17.mcpd.model.v1.Feedback\x1a\x17.mcpd.model.v1.Feedback\"X\xa2\xbb\x18\x39\x08\x03*5it answers with the feedback the caller has just sent\x82\xd3\xe4\x93\x02\x15\"\x10/v1/api/feedback:\x01*b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,11 +35,11 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mcpd.ingest.v1.ingest_servi
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_INGESTSERVICE'].methods_by_name['Ingest']._loaded_options = None
-  _globals['_INGESTSERVICE'].methods_by_name['Ingest']._serialized_options = b'\242\273\030\002\010\001\202\323\344\223\002\023\"\016/v1/api/ingest:\001*'
+  _globals['_INGESTSERVICE'].methods_by_name['Ingest']._serialized_options = b'\242\273\030\004\010\0018\001\202\323\344\223\002\023\"\016/v1/api/ingest:\001*'
   _globals['_INGESTSERVICE'].methods_by_name['CreateScore']._loaded_options = None
   _globals['_INGESTSERVICE'].methods_by_name['CreateScore']._serialized_options = b'\242\273\0306\010\003*2it answers with the score the caller has just sent\202\323\344\223\002\023\"\016/v1/api/scores:\001*'
   _globals['_INGESTSERVICE'].methods_by_name['CreateFeedback']._loaded_options = None
   _globals['_INGESTSERVICE'].methods_by_name['CreateFeedback']._serialized_options = b'\242\273\0309\010\003*5it answers with the feedback the caller has just sent\202\323\344\223\002\025\"\020/v1/api/feedback:\001*'
   _globals['_INGESTSERVICE']._serialized_start=147
-  _globals['_INGESTSERVICE']._serialized_end=566
+  _globals['_INGESTSERVICE']._serialized_end=568
 # @@protoc_insertion_point(module_scope)
