@@ -189,7 +189,7 @@ async def serve_worker(settings: Settings, supervisor_fd: int) -> int:
     """Run as an ingest worker of the parent on `supervisor_fd` until it stops us or is gone."""
     from cli.ingest import start_ingest
     from cli.roles import ROLE_STORES
-    from cli.security import build_security
+    from cli.security import build_security, service_credential
     from cli.serve import local_address, open_configured_stores, stop_on_signals
     from mcpd.runtime.clock import SystemClock
     from mcpd.runtime.server import GrpcServer
@@ -208,7 +208,11 @@ async def serve_worker(settings: Settings, supervisor_fd: int) -> int:
         clock = SystemClock()
         address = f"{start['host']}:0"
         security = await build_security(
-            settings.security, stores.control, clock, [*start["listening"], address]
+            settings.security,
+            stores.control,
+            clock,
+            [*start["listening"], address],
+            service=await asyncio.to_thread(service_credential, settings),
         )
         stack.push_async_callback(security.close)
 

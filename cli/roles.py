@@ -21,6 +21,7 @@ from cli.ingest import IngestRole, redaction_key
 from cli.role_names import GRPC_ROLES, ROLES
 from cli.security import is_loopback
 from gateway.otlp import SERVICES as OTLP_SERVICES
+from mcpd.auth.service_identity import ServiceCredential
 from mcpd.auth.throttle import LoginThrottle
 from mcpd.redaction import Redactor
 from mcpd.runtime.clock import Clock
@@ -73,16 +74,22 @@ def peer_address(settings: Settings, role: str) -> str:
     return address
 
 
+ORCHESTRATOR_SERVICE = "mcpd.orchestrator.v1.OrchestratorService"
+
+
 def registrations(
     roles: Sequence[str],
     stores: Stores,
     settings: Settings,
     *,
     clock: Clock,
+    peers: ChannelFor,
+    service: ServiceCredential,
     ingest: IngestRole | None = None,
 ) -> list[ServiceRegistration]:
-    """The gRPC services of `roles`, wired to their dependencies; `ingest` is the running
-    ingest role when this process serves it."""
+    """The gRPC services of `roles`, wired to their dependencies; `peers` finds the process
+    serving another service, which a role calls presenting `service`, the service credential;
+    `ingest` is the running ingest role when this process serves it."""
     found: list[ServiceRegistration] = []
     security = settings.security
     for role in roles:
@@ -99,7 +106,9 @@ def registrations(
                     clock=clock,
                     sessions=session_tools(stores, settings, clock=clock),
                     hash_user=Redactor(key=redaction_key(settings)).hash_identifier,
-                    runs=stores.run if "run" in stores.names else None,
+                    runs=services.query.OrchestratorRuns(
+                        peers(ORCHESTRATOR_SERVICE), service.metadata("query")
+                    ),
                     ingest_lag=ingest.lag if ingest is not None else None,
                 )
                 throttle = LoginThrottle(
@@ -116,7 +125,7 @@ def registrations(
                 )
                 found += services.account.registrations(accounts)
             case "orchestrator":
-                found += services.orchestrator.registrations()
+                found += services.orchestrator.registrations(stores.run)
             case "evaluation":
                 found += services.evaluation.registrations()
             case "intelligence":

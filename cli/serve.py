@@ -23,7 +23,7 @@ from cli.http_server import HttpServer
 from cli.ingest import IngestRole, start_ingest
 from cli.ingest_workers import IngestWorkers
 from cli.otlp_relay import relay_registrations
-from cli.security import build_security, listening_addresses
+from cli.security import build_security, listening_addresses, service_credential
 from cli.security import describe as describe_security
 from gateway.app import create_app
 from gateway.mcp.catalog import ToolCatalog
@@ -77,15 +77,26 @@ async def serve(
             listening = listening_addresses(
                 settings, roles, ingest_workers=len(workers.pids) if workers else 0
             )
-            security = await build_security(settings.security, stores.control, clock, listening)
+            credential = await asyncio.to_thread(service_credential, settings)
+            security = await build_security(
+                settings.security, stores.control, clock, listening, service=credential
+            )
             # Before the servers, so it closes after they stop and before storage does.
             stack.push_async_callback(security.close)
             banner.append(describe_security(security, settings.security.local_project))
             ingest = None
             if "ingest" in roles:
                 ingest = await start_ingest(stack, settings, stores, clock)
+            # The roles served here are reached on this process's own port.
+            peers = await _peer_channels(stack, settings, grpc_roles, settings.grpc_addr)
             registrations = role_table.registrations(
-                grpc_roles, stores, settings, clock=clock, ingest=ingest
+                grpc_roles,
+                stores,
+                settings,
+                clock=clock,
+                peers=peers,
+                service=credential,
+                ingest=ingest,
             )
             server = await stack.enter_async_context(
                 GrpcServer(

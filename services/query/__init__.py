@@ -10,12 +10,12 @@ from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
 from mcpd.signals.batch import IngestLag
 from mcpd.storage.interfaces import AuditReads
-from services.query.erasure import RunEraser
+from services.query.erasure import OrchestratorRuns, RunEraser
 from services.query.health import HealthReporter
 from services.query.requests import HashUser
 from services.query.servicer import QueryServicer, QueryStore, SessionToolSet
 
-__all__ = ["SessionToolSet", "registrations"]
+__all__ = ["OrchestratorRuns", "RunEraser", "SessionToolSet", "registrations"]
 
 
 def registrations(
@@ -32,8 +32,8 @@ def registrations(
 ) -> list[ServiceRegistration]:
     """The gRPC services this role serves; `sessions` are the MCP session-search tools;
     `hash_user` the server's keyed hash of user ids (filters and erasure match what ingest
-    stored); `runs` the run store's erasure; `ingest_lag` is the co-located ingest writer's
-    lag, reported by health."""
+    stored); `runs` the orchestrator's erasure of runs; `ingest_lag` is the co-located ingest
+    writer's lag, reported by health."""
     health = HealthReporter(storage=storage, clock=clock, signup=signup, ingest_lag=ingest_lag)
     servicer = QueryServicer(
         store, audit, health, sessions, clock=clock, hash_user=hash_user, runs=runs

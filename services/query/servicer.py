@@ -351,10 +351,14 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
             () if user_id is None else tuple(dict.fromkeys((self._hash_user(user_id), user_id)))
         )
         subject = ErasureSubject(user_ids=user_ids, session_id=session_id)
-        counts = await asyncio.to_thread(self._store.erase_subject, request.project, subject)
         runs = None
         if self._runs is not None:
-            runs = await asyncio.to_thread(self._runs.erase_subject, request.project, user_ids)
+            # First: an orchestrator that cannot be reached fails the request before anything
+            # is erased, and the caller sends it again.
+            runs = await self._runs.erase_subject_runs(
+                request.project, user_ids, deadline_s=context.time_remaining()
+            )
+        counts = await asyncio.to_thread(self._store.erase_subject, request.project, subject)
         return erasure_result(request.project, counts, runs)
 
     def _closed_window(self, request: Any) -> Window:
