@@ -11,9 +11,11 @@ from typing import Any
 import grpc
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.access import AccessCheck
 from gateway.mcp import MCP_PATH, McpHttpEndpoint, ToolCatalog, UpstreamTools, build_server
@@ -26,6 +28,7 @@ from gateway.rest.catalog import load_rpcs
 from gateway.rest.comments import load_comments
 from gateway.rest.openapi import build_openapi
 from gateway.rest.transcoder import ChannelFor, RestTranscoder
+from mcpd.auth.metadata import SERVICE_CREDENTIAL
 from mcpd.version import mcpd_version
 
 OPENAPI_PATH = "/v1/api/openapi.json"
@@ -62,6 +65,10 @@ def create_app(
     transcript sources named) over Streamable HTTP, forwarding each call to the query service
     with the caller's `Authorization`. The MCP endpoint runs in the app's lifespan, so the
     server must run it (uvicorn `lifespan="on"`).
+
+    A request carrying the service credential's header (`x-mcpd-service-credential`) is refused
+    with 403 before it is routed: only mcpd's services present that credential, to each other,
+    and never through the gateway, which forwards `authorization` and trace context alone.
     """
     rpcs = load_rpcs()
     openapi_document = functools.cache(
@@ -114,8 +121,37 @@ def create_app(
         Mount("", app=rest),
     ]
     return Starlette(
-        routes=routes, exception_handlers={HTTPException: _http_exception}, lifespan=lifespan
+        routes=routes,
+        middleware=[Middleware(RefuseServiceCredential)],
+        exception_handlers={HTTPException: _http_exception},
+        lifespan=lifespan,
     )
+
+
+class RefuseServiceCredential:
+    """ASGI middleware: an HTTP request that carries the service credential's header is answered
+    403 (SERVICE_CREDENTIAL_REFUSED), whatever its route; anything else goes on to `app`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse or pass on one ASGI connection."""
+        if scope["type"] == "http" and any(name == _SERVICE_HEADER for name, _ in scope["headers"]):
+            refusal = errors.error_response(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"the {SERVICE_CREDENTIAL} header is mcpd's own: clients authenticate with "
+                "authorization",
+                reason=SERVICE_CREDENTIAL_REFUSED,
+            )
+            await refusal(scope, receive, send)
+            return
+        await self._app(scope, receive, send)
+
+
+SERVICE_CREDENTIAL_REFUSED = "SERVICE_CREDENTIAL_REFUSED"
+# ASGI header names are lowercase bytes.
+_SERVICE_HEADER = SERVICE_CREDENTIAL.encode("latin-1")
 
 
 _OWN_PATHS: dict[str, dict[str, Any]] = {
