@@ -24,7 +24,7 @@ from mcpd.runtime.errors import McpdError, Unimplemented
 
 if TYPE_CHECKING:
     # Imported when run, not when `mcpd` starts: the parsers and the stores are not light.
-    from services.ingest.transcripts.sources import Source
+    from services.ingest.transcripts import Source
 
 __all__ = ["add_parser", "collect_files", "run"]
 
@@ -91,8 +91,7 @@ def run(
     tty: bool | None = None,
 ) -> int:
     """Run `mcpd import` with parsed `args`; the exit code."""
-    from services.ingest.transcripts.registry import harnesses
-    from services.ingest.transcripts.sources import Source, default_source_name
+    from services.ingest.transcripts import Source, default_source_name, harnesses
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -138,8 +137,7 @@ def _import(
 ) -> None:
     from cli.ingest import project_policies
     from mcpd.storage import open_stores
-    from services.ingest.transcripts.importer import Importer
-    from services.ingest.transcripts.lock import IngestLock, ingest_lock_path
+    from services.ingest.transcripts import Importer, IngestLock, ingest_lock_path
 
     storage = settings.storage
     with IngestLock(ingest_lock_path(settings.data_dir)):

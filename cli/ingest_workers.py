@@ -52,7 +52,7 @@ from pathlib import Path
 from cli.children import ChildProcess, Message, ParentLink, private_host, unsupported_reason
 from mcpd.runtime.config import Settings
 from mcpd.signals.batch import IngestLag, SignalBatch
-from services.ingest.tail import Decision
+from services.ingest import Decision
 
 log = logging.getLogger("mcpd.serve")
 
@@ -193,7 +193,7 @@ async def serve_worker(settings: Settings, supervisor_fd: int) -> int:
     from cli.serve import local_address, open_configured_stores, stop_on_signals
     from mcpd.runtime.clock import SystemClock
     from mcpd.runtime.server import GrpcServer
-    from services.ingest.trace_sessions import sessions_of
+    from services.ingest import sessions_of
 
     stop = stop_on_signals()
     async with AsyncExitStack() as stack:

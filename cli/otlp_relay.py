@@ -17,7 +17,7 @@ import grpc
 import grpc.aio
 
 from gateway.otlp import SIGNALS, Signal
-from gateway.rest.transcoder import FORWARDED_HEADERS
+from gateway.rest import FORWARDED_HEADERS
 from mcpd.runtime.server import ServiceRegistration
 
 

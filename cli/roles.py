@@ -20,6 +20,7 @@ import services.query
 from cli.ingest import IngestRole, redaction_key
 from cli.role_names import GRPC_ROLES, ROLES
 from cli.security import is_loopback
+from gateway.mcp import ToolCatalog
 from gateway.otlp import SERVICES as OTLP_SERVICES
 from mcpd.auth.service_identity import ServiceCredential
 from mcpd.auth.throttle import LoginThrottle
@@ -29,8 +30,7 @@ from mcpd.runtime.config import Settings
 from mcpd.runtime.errors import FailedPrecondition
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.storage import Stores
-from services.ingest.transcripts.registry import harnesses
-from services.ingest.transcripts.sources import resolve_sources
+from services.ingest.transcripts import harnesses, resolve_sources
 from services.query.sessions import SessionTools
 
 # Finds the channel to the process serving a proto service, by the service's full name.
@@ -157,6 +157,15 @@ def session_tools(
         cursor_key=cursor_key(settings.data_dir),
         sources=session_sources(settings),
         probe_filesystem=probe_filesystem,
+    )
+
+
+def tool_catalog(sources: Sequence[str]) -> ToolCatalog:
+    """The MCP tools the gateway and `mcpd mcp` list: the session tools' own schemas, their
+    descriptions naming the transcript `sources` (`session_sources`)."""
+    descriptions = services.query.sessions.tool_descriptions(sources)
+    return ToolCatalog(
+        descriptions, services.query.sessions.INPUT_SCHEMAS, services.query.sessions.OUTPUT_SCHEMAS
     )
 
 

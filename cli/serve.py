@@ -26,7 +26,6 @@ from cli.otlp_relay import relay_registrations
 from cli.security import build_security, listening_addresses, service_credential
 from cli.security import describe as describe_security
 from gateway.app import create_app
-from gateway.mcp.catalog import ToolCatalog
 from mcpd.runtime.channels import open_channel, open_replicas_channel
 from mcpd.runtime.clock import SystemClock
 from mcpd.runtime.config import Settings
@@ -200,7 +199,7 @@ async def _serve_gateway(
     app: ASGIApp = create_app(
         channel_for,
         default_deadline_s=settings.gateway.default_deadline_s,
-        mcp_tools=ToolCatalog.for_sources(role_table.session_sources(settings)),
+        mcp_tools=role_table.tool_catalog(role_table.session_sources(settings)),
     )
     gate = None
     if upstream_of is not None:
@@ -296,7 +295,7 @@ def _sweep_retention(
 ) -> None:
     """The query role deletes what aged past each project's retention window, in the
     background until shutdown (`services.query.retention`)."""
-    from services.query.retention import RetentionSweeper
+    from services.query import RetentionSweeper
 
     sweeper = RetentionSweeper(stores.trace, stores.control, settings.retention, clock)
     done = asyncio.Event()

@@ -21,7 +21,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from gateway.mcp.server import Caller
-from gateway.rest.transcoder import CLIENT_ADDRESS_METADATA, FORWARDED_HEADERS
+from gateway.rest import CLIENT_ADDRESS_METADATA, FORWARDED_HEADERS
 from mcpd.auth.metadata import is_loopback_host
 from mcpd.runtime.errors import InvalidArgument
 

@@ -23,15 +23,23 @@ def no_upstream(service: str) -> grpc.aio.Channel:
 
 def test_rest_public_names() -> None:
     assert set(gateway.rest.__all__) == {
+        "CLIENT_ADDRESS_METADATA",
         "FORWARDED_HEADERS",
         "HTTP_STATUS",
         "TIMEOUT_HEADER",
+        "UPSTREAM_NOT_CONFIGURED",
         "ChannelFor",
+        "Endpoint",
         "RestTranscoder",
         "Rpc",
         "build_openapi",
         "error_body",
+        "error_response",
+        "forwarded_metadata",
+        "http_status",
+        "load_comments",
         "load_rpcs",
+        "retry_after",
     }
 
 
@@ -127,3 +135,11 @@ async def test_a_request_carrying_the_service_credential_is_refused_before_routi
     assert plain.status_code == 503  # the same route without it goes on to the (missing) upstream
     # Nor would the gateway have passed it on: it forwards a fixed list of headers.
     assert SERVICE_CREDENTIAL not in gateway.rest.FORWARDED_HEADERS
+
+
+async def test_without_a_tool_catalogue_there_is_no_mcp_endpoint() -> None:
+    transport = httpx.ASGITransport(app=create_app(no_upstream))
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+        response = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert response.status_code == 404
+    assert response.json()["error"]["reason"] == "ROUTE_NOT_FOUND"

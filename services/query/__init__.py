@@ -1,4 +1,8 @@
-"""The query service: every read of stored signals, capabilities and health."""
+"""The query service: every read of stored signals, capabilities and health.
+
+The names below are what the composition root wires the query role from; `sessions` is the
+subpackage of the MCP session tools, with a surface of its own.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,22 @@ from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
 from mcpd.signals.batch import IngestLag
 from mcpd.storage.interfaces import AuditReads
+from services.query import sessions
 from services.query.erasure import OrchestratorRuns, RunEraser
 from services.query.health import HealthReporter
 from services.query.requests import HashUser
-from services.query.servicer import QueryServicer, QueryStore, SessionToolSet
+from services.query.retention import RetentionSweeper
+from services.query.servicer import LAUNCH_METADATA, QueryServicer, QueryStore, SessionToolSet
 
-__all__ = ["OrchestratorRuns", "RunEraser", "SessionToolSet", "registrations"]
+__all__ = [
+    "LAUNCH_METADATA",
+    "OrchestratorRuns",
+    "RetentionSweeper",
+    "RunEraser",
+    "SessionToolSet",
+    "registrations",
+    "sessions",
+]
 
 
 def registrations(
