@@ -12,22 +12,13 @@ ClickHouse (chdb) directory under the data directory is inside it and so is cove
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = [
-    "DIRECTORY_MODE",
-    "FILE_MODE",
-    "PRIVATE_UMASK",
-    "Tightened",
-    "create_private_file",
-    "open_data_dir",
-]
+__all__ = ["DIRECTORY_MODE", "FILE_MODE", "PRIVATE_UMASK", "Tightened", "open_data_dir"]
 
 PRIVATE_UMASK = 0o077
 DIRECTORY_MODE = 0o700
@@ -101,47 +92,6 @@ def _tighten(path: str, refused: list[str]) -> int | None:
         refused.append(f"{path}: {error.strerror}")
         return None
     return mode
-
-
-def create_private_file(path: Path, content: bytes) -> bool:
-    """Create `path` holding `content`, mode 0600, unless it exists; whether this call made it.
-
-    Atomic and race-free: `content` is written and synced to a private temporary file in the
-    same directory, then hard-linked into place, which fails when another process got there
-    first (its file stays). So processes sharing a directory agree on one file, and a crash
-    never leaves a partial one behind.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(content)
-            file.flush()
-            os.fsync(file.fileno())
-        try:
-            os.link(temporary, path)
-        except FileExistsError:
-            return False
-        _sync_directory(path.parent)
-        return True
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
-
-
-def _sync_directory(directory: Path) -> None:
-    """Make a new directory entry durable (best effort: not every platform opens directories)."""
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
 
 
 def _report(data_dir: Path, tightened: Tightened) -> None:
