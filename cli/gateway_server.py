@@ -62,10 +62,8 @@ async def start_gateway(
     from gateway.app import create_app
 
     def mcp_tools() -> ToolCatalog:
-        from gateway.mcp import ToolCatalog
-
         # The MCP tool descriptions name the transcript sources this deployment reads.
-        return ToolCatalog.for_sources(role_table.session_sources(settings))
+        return role_table.tool_catalog(role_table.session_sources(settings))
 
     app: ASGIApp = create_app(
         channel_for, default_deadline_s=settings.gateway.default_deadline_s, mcp_tools=mcp_tools

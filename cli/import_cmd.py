@@ -31,8 +31,7 @@ from mcpd.runtime.errors import McpdError, Unimplemented
 
 if TYPE_CHECKING:
     # Imported when run, not when `mcpd` starts: the parsers and the stores are not light.
-    from services.ingest.transcripts.importer import ImportOutcome
-    from services.ingest.transcripts.sources import Source
+    from services.ingest.transcripts import ImportOutcome, Source
 
 __all__ = ["API_KEY_ENV", "add_parser", "collect_files", "run"]
 
@@ -110,8 +109,7 @@ def run(
     tty: bool | None = None,
 ) -> int:
     """Run `mcpd import` with parsed `args`; the exit code."""
-    from services.ingest.transcripts.registry import harnesses
-    from services.ingest.transcripts.sources import Source, default_source_name
+    from services.ingest.transcripts import Source, default_source_name, harnesses
 
     out = out or sys.stdout
     err = err or sys.stderr
@@ -191,7 +189,7 @@ def _local_importer(
 ) -> Iterator[ImportOne]:
     from cli.ingest import project_policies
     from mcpd.storage import open_stores
-    from services.ingest.transcripts.importer import Importer
+    from services.ingest.transcripts import Importer
 
     storage = settings.storage
     stores = open_stores(
@@ -217,7 +215,7 @@ def _daemon_importer(
     from mcpd.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
     from mcpd.runtime.channels import open_channel
     from mcpd.runtime.errors_grpc import rpc_failure_from
-    from services.ingest.transcripts.importer import ImportOutcome, IngestError, read_complete_lines
+    from services.ingest.transcripts import ImportOutcome, IngestError, read_complete_lines
 
     assert holder.grpc is not None
     daemon = f"the daemon (pid {holder.pid}, {holder.grpc})"

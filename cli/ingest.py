@@ -24,16 +24,19 @@ from mcpd.runtime.config import Settings
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.signals.batch import IngestLag
 from mcpd.storage import Stores
-from services.ingest import TranscriptImports, registrations
-from services.ingest.admission import Admission
-from services.ingest.cardinality import LabelCardinality
-from services.ingest.limits import RecordLimits
+from services.ingest import (
+    Admission,
+    BatchWriter,
+    IngestPipeline,
+    LabelCardinality,
+    ProjectPolicies,
+    RecordLimits,
+    TailSampler,
+    TraceSessions,
+    TranscriptImports,
+    registrations,
+)
 from services.ingest.otlp import otlp_registrations
-from services.ingest.pipeline import IngestPipeline
-from services.ingest.policies import ProjectPolicies
-from services.ingest.tail import TailSampler
-from services.ingest.trace_sessions import TraceSessions
-from services.ingest.writer import BatchWriter
 
 REDACTION_KEY_FILE = "redaction.key"
 

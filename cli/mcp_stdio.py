@@ -33,15 +33,14 @@ import grpc.aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mcp.server.stdio import stdio_server
 
-from cli.roles import session_sources, session_tools
-from gateway.mcp import Caller, ToolAnswer, ToolBackend, ToolCatalog, UpstreamTools, build_server
-from gateway.mcp.upstream import QUERY_SERVICE
+from cli.roles import session_sources, session_tools, tool_catalog
+from gateway.mcp import QUERY_SERVICE, Caller, ToolAnswer, ToolBackend, UpstreamTools, build_server
 from mcpd.runtime.channels import open_channel
 from mcpd.runtime.clock import SystemClock
 from mcpd.runtime.config import Settings
 from mcpd.runtime.data_dir import open_data_dir
 from mcpd.storage import open_stores
-from services.query.servicer import LAUNCH_METADATA
+from services.query import LAUNCH_METADATA
 from services.query.sessions import LaunchContext, SessionTools, discover_launch_context
 
 log = logging.getLogger("mcpd.mcp")
@@ -92,7 +91,7 @@ async def serve_stdio(settings: Settings, options: StdioOptions) -> None:
     """Serve MCP on stdin/stdout until the client closes stdin."""
     launch = discover_launch_context(os.getcwd())
     async with _backend(settings, options, launch) as (backend, caller):
-        catalog = ToolCatalog.for_sources(session_sources(settings))
+        catalog = tool_catalog(session_sources(settings))
         server = build_server(catalog, backend, caller_of=lambda request: caller)
         async with stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -31,7 +31,7 @@ from mcpd import codec
 from mcpd.model.v1 import account_pb2
 from mcpd.runtime.errors import InvalidArgument
 from mcpd.storage.interfaces import ControlStore
-from services.ingest.policies import check_policies
+from services.ingest import check_policies
 
 SETTING = "ingest.projects_file"
 _KEYS = frozenset({"id", "name", "retention_days", "sampling", "redaction", "prices"})

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,12 +36,12 @@ from cli import roles as role_table
 from cli.gateway_server import StartGate, channels_for, start_gateway
 from cli.ingest import IngestRole, start_ingest
 from cli.process_messages import ServerPlan
-from cli.security import PRIVATE_ADDRESS, build_security, listening_addresses
+from cli.security import PRIVATE_ADDRESS, build_security, listening_addresses, service_credential
 from cli.security import describe as describe_security
 from mcpd.runtime.clock import SystemClock
 from mcpd.runtime.config import Settings
 from mcpd.runtime.server import GrpcServer
-from mcpd.storage import Stores, open_stores
+from mcpd.storage import STORE_NAMES, Stores, open_stores
 
 log = logging.getLogger("mcpd.serve")
 
@@ -81,23 +81,34 @@ async def serve_roles(
     otlp_addr = plan.otlp_grpc_addr if plan else settings.otlp_grpc_addr
     http_addr = plan.http_addr if plan else settings.http_addr
 
-    stores = await open_configured_stores(settings, migrate=migrate)
+    stores = await open_configured_stores(
+        settings, migrate=migrate, stores=role_table.stores_of(roles)
+    )
     stack.callback(stores.close)
     if migrated is not None:
         await migrated()
     clock = SystemClock()
     listening = listening_addresses(settings, roles)
-    security = await build_security(settings.security, stores.control, clock, listening)
+    credential = await asyncio.to_thread(service_credential, settings)
+    security = await build_security(
+        settings.security, stores.control, clock, listening, service=credential
+    )
     # Before the servers, so it closes after they stop and before storage does.
     stack.push_async_callback(security.close)
     banner: list[str] = []
     ingest = None
     if "ingest" in roles:
         ingest = await start_ingest(stack, settings, stores, clock, sweep_tail=primary)
+    # A server process reaches the roles it serves itself on the shared port (any server serves
+    # them); a single role reaches its peers where the configuration says.
+    peers = channels_for(stack, settings, dict.fromkeys(grpc_roles, grpc_addr) if plan else {})
+    registrations = role_table.registrations(
+        grpc_roles, stores, settings, clock=clock, peers=peers, service=credential, ingest=ingest
+    )
     server = await stack.enter_async_context(
         GrpcServer(
             grpc_addr,
-            role_table.registrations(grpc_roles, stores, settings, clock=clock, ingest=ingest),
+            registrations,
             settings.grpc,
             interceptors=[security.interceptor],
             reuse_port=reuse_port,
@@ -160,7 +171,7 @@ def _sweep_retention(
 ) -> None:
     """The query role deletes what aged past each project's retention window, in the
     background until shutdown (`services.query.retention`)."""
-    from services.query.retention import RetentionSweeper
+    from services.query import RetentionSweeper
 
     sweeper = RetentionSweeper(stores.trace, stores.control, settings.retention, clock)
     done = asyncio.Event()
@@ -173,9 +184,11 @@ def _sweep_retention(
     stack.push_async_callback(finish)
 
 
-async def open_configured_stores(settings: Settings, *, migrate: bool = True) -> Stores:
-    """The stores `settings.storage` names, opened (and migrated, unless told otherwise) off
-    the event loop: opening blocks on I/O."""
+async def open_configured_stores(
+    settings: Settings, *, migrate: bool = True, stores: Collection[str] = STORE_NAMES
+) -> Stores:
+    """The `stores` (all by default) `settings.storage` places, opened (and migrated, unless
+    told otherwise) off the event loop: opening blocks on I/O."""
     storage = settings.storage
     return await asyncio.to_thread(
         open_stores,
@@ -184,6 +197,7 @@ async def open_configured_stores(settings: Settings, *, migrate: bool = True) ->
         postgres_url=storage.postgres_url,
         clickhouse_url=storage.clickhouse_url,
         migrate=migrate,
+        stores=stores,
     )
 
 

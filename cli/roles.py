@@ -6,9 +6,10 @@ import contextlib
 import os
 import secrets
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -21,6 +22,7 @@ from cli.ingest import IngestRole, redaction_key
 from cli.role_names import GRPC_ROLES, ROLES
 from cli.security import is_loopback
 from gateway.otlp import SERVICES as OTLP_SERVICES
+from mcpd.auth.service_identity import ServiceCredential
 from mcpd.auth.throttle import LoginThrottle
 from mcpd.redaction import Redactor
 from mcpd.runtime.clock import Clock
@@ -28,14 +30,17 @@ from mcpd.runtime.config import Settings
 from mcpd.runtime.errors import FailedPrecondition
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.storage import Stores
-from services.ingest.transcripts.registry import harnesses
-from services.ingest.transcripts.sources import resolve_sources
+from services.ingest.transcripts import harnesses, resolve_sources
 from services.query.sessions import SessionTools
+
+if TYPE_CHECKING:
+    # The MCP SDK is imported when the catalogue is made (`gateway.lazy_mcp`), not at start.
+    from gateway.mcp import ToolCatalog
 
 # Finds the channel to the process serving a proto service, by the service's full name.
 ChannelFor = Callable[[str], grpc.aio.Channel]
 
-__all__ = ["GRPC_ROLES", "ROLES", "SERVICE_ROLES", "STORAGE_ROLES", "ChannelFor"]
+__all__ = ["GRPC_ROLES", "ROLES", "ROLE_STORES", "SERVICE_ROLES", "ChannelFor", "stores_of"]
 
 
 # The account service has no role of its own: it lives with the query role, which owns the other
@@ -51,8 +56,20 @@ SERVICE_ROLES = {
     **dict.fromkeys(OTLP_SERVICES, "ingest"),
 }
 
-# Every gRPC role authenticates callers against the control store, so every one opens storage.
-STORAGE_ROLES = frozenset(GRPC_ROLES)
+# The stores each gRPC role opens, and no other: every role authenticates callers against the
+# control store; the orchestrator alone owns the run store (the query role's erasure asks it).
+ROLE_STORES: Mapping[str, frozenset[str]] = {
+    "ingest": frozenset({"trace", "control"}),
+    "query": frozenset({"trace", "control"}),
+    "orchestrator": frozenset({"run", "control"}),
+    "evaluation": frozenset({"control"}),
+    "intelligence": frozenset({"control"}),
+}
+
+
+def stores_of(roles: Iterable[str]) -> frozenset[str]:
+    """The stores a process serving `roles` opens (none for the gateway alone)."""
+    return frozenset().union(*(ROLE_STORES.get(role, frozenset()) for role in roles))
 
 
 def peer_address(settings: Settings, role: str) -> str:
@@ -61,16 +78,22 @@ def peer_address(settings: Settings, role: str) -> str:
     return address
 
 
+ORCHESTRATOR_SERVICE = "mcpd.orchestrator.v1.OrchestratorService"
+
+
 def registrations(
     roles: Sequence[str],
     stores: Stores,
     settings: Settings,
     *,
     clock: Clock,
+    peers: ChannelFor,
+    service: ServiceCredential,
     ingest: IngestRole | None = None,
 ) -> list[ServiceRegistration]:
-    """The gRPC services of `roles`, wired to their dependencies; `ingest` is the running
-    ingest role when this process serves it."""
+    """The gRPC services of `roles`, wired to their dependencies; `peers` finds the process
+    serving another service, which a role calls presenting `service`, the service credential;
+    `ingest` is the running ingest role when this process serves it."""
     found: list[ServiceRegistration] = []
     security = settings.security
     for role in roles:
@@ -87,7 +110,9 @@ def registrations(
                     clock=clock,
                     sessions=session_tools(stores, settings, clock=clock),
                     hash_user=Redactor(key=redaction_key(settings)).hash_identifier,
-                    runs=stores.run,
+                    runs=services.query.OrchestratorRuns(
+                        peers(ORCHESTRATOR_SERVICE), service.metadata("query")
+                    ),
                     ingest_lag=ingest.lag if ingest is not None else None,
                 )
                 throttle = LoginThrottle(
@@ -104,7 +129,7 @@ def registrations(
                 )
                 found += services.account.registrations(accounts)
             case "orchestrator":
-                found += services.orchestrator.registrations()
+                found += services.orchestrator.registrations(stores.run)
             case "evaluation":
                 found += services.evaluation.registrations()
             case "intelligence":
@@ -136,6 +161,17 @@ def session_tools(
         cursor_key=cursor_key(settings.data_dir),
         sources=session_sources(settings),
         probe_filesystem=probe_filesystem,
+    )
+
+
+def tool_catalog(sources: Sequence[str]) -> ToolCatalog:
+    """The MCP tools the gateway and `mcpd mcp` list: the session tools' own schemas, their
+    descriptions naming the transcript `sources` (`session_sources`)."""
+    from gateway.mcp import ToolCatalog
+
+    descriptions = services.query.sessions.tool_descriptions(sources)
+    return ToolCatalog(
+        descriptions, services.query.sessions.INPUT_SCHEMAS, services.query.sessions.OUTPUT_SCHEMAS
     )
 
 

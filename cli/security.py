@@ -1,4 +1,5 @@
-"""Wires authentication into a process: configured keys, the auth interceptor, local mode."""
+"""Wires authentication into a process: configured keys, the service credential, the auth
+interceptor, local mode."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ from mcpd.auth.authenticator import Authenticator
 from mcpd.auth.interceptor import AuthInterceptor
 from mcpd.auth.keys_file import ConfiguredKey, load_keys_file
 from mcpd.auth.metadata import is_loopback_host
+from mcpd.auth.service_identity import (
+    CREDENTIAL_FILE,
+    ServiceCredential,
+    load_or_create_service_credential,
+)
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.config import SecuritySettings, Settings
 from mcpd.runtime.errors import FailedPrecondition
@@ -61,11 +67,25 @@ def listening_addresses(settings: Settings, roles: Sequence[str]) -> list[str]:
     return addresses
 
 
+def service_credential(settings: Settings) -> ServiceCredential:
+    """The deployment's service credential: `security.service_credential_file` (mounted from a
+    Secret), or `service.credential` in the data directory, created on first use. Blocking."""
+    path = settings.security.service_credential_file or settings.data_dir / CREDENTIAL_FILE
+    return load_or_create_service_credential(path)
+
+
 async def build_security(
-    settings: SecuritySettings, control: ControlStore, clock: Clock, listening: Sequence[str]
+    settings: SecuritySettings,
+    control: ControlStore,
+    clock: Clock,
+    listening: Sequence[str],
+    *,
+    service: ServiceCredential | None = None,
 ) -> Security:
     """The auth interceptor for a process listening on `listening` (host:port addresses: see
     `listening_addresses`), its audit sink flushing counted refusals until `Security.close`.
+    Calls presenting `service` (the service credential) are admitted as the calling service
+    where the RPC's access rule accepts services; without it, no service call is.
 
     Local mode (no authentication) is only ever granted on loopback: a process bound to any
     other address with no keys and no accounts refuses to start (KEYS_REQUIRED, naming the
@@ -82,6 +102,7 @@ async def build_security(
         clock=clock,
         local_project=settings.local_project,
         allow_local_mode=loopback_only,
+        service_digest=service.digest if service is not None else None,
     )
     local_mode = not configured and not await asyncio.to_thread(control.has_credentials)
     if local_mode and not loopback_only:

@@ -10,13 +10,15 @@ from pathlib import Path
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.config import Settings
 from mcpd.storage import Stores
-from services.ingest.policies import ProjectPolicies
-from services.ingest.transcripts.checkpoints import CheckpointFile
-from services.ingest.transcripts.importer import Importer
-from services.ingest.transcripts.registry import harnesses
-from services.ingest.transcripts.sources import resolve_sources
-from services.ingest.transcripts.tailer import Tailer
-from services.ingest.transcripts.watcher import WatchMode
+from services.ingest import ProjectPolicies
+from services.ingest.transcripts import (
+    CheckpointFile,
+    Importer,
+    Tailer,
+    WatchMode,
+    harnesses,
+    resolve_sources,
+)
 
 CHECKPOINTS_FILE = Path("sessions") / "checkpoints.json"
 

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway.access import AccessCheck
 from gateway.lazy_mcp import LazyMcpEndpoint
@@ -21,11 +23,16 @@ from gateway.otlp import MAX_BODY_BYTES as OTLP_MAX_BODY_BYTES
 from gateway.otlp import OPENAPI_PATHS as OTLP_OPENAPI_PATHS
 from gateway.otlp import OtlpReceiver
 from gateway.paths import MCP_PATH, OPENAPI_PATH
-from gateway.rest import errors
-from gateway.rest.catalog import load_rpcs
-from gateway.rest.comments import load_comments
-from gateway.rest.openapi import build_openapi
-from gateway.rest.transcoder import ChannelFor, RestTranscoder
+from gateway.rest import (
+    HTTP_STATUS,
+    ChannelFor,
+    RestTranscoder,
+    build_openapi,
+    error_response,
+    load_comments,
+    load_rpcs,
+)
+from mcpd.auth.metadata import SERVICE_CREDENTIAL
 from mcpd.version import mcpd_version
 
 if TYPE_CHECKING:
@@ -60,11 +67,15 @@ def create_app(
     service of its signal (`opentelemetry.proto.collector.trace.v1.TraceService`, ...), which
     `channel_for` must know, with `default_deadline_s`.
 
-    `/mcp` serves the session-search tools of the catalogue `mcp_tools` makes (default: the
-    tools' catalogue with no transcript sources named) over Streamable HTTP, forwarding each
-    call to the query service with the caller's `Authorization`. The MCP endpoint is built in
-    the background once the app starts (`gateway.lazy_mcp`) and runs in the app's lifespan, so
-    the server must run it (uvicorn `lifespan="on"`).
+    `/mcp` serves the session-search tools of the catalogue `mcp_tools` makes (the composition
+    root builds it from the tools' own schemas; without it there is no `/mcp`) over Streamable
+    HTTP, forwarding each call to the query service with the caller's `Authorization`. The MCP
+    endpoint is built in the background once the app starts (`gateway.lazy_mcp`) and runs in
+    the app's lifespan, so the server must run it (uvicorn `lifespan="on"`).
+
+    A request carrying the service credential's header (`x-mcpd-service-credential`) is refused
+    with 403 before it is routed: only mcpd's services present that credential, to each other,
+    and never through the gateway, which forwards `authorization` and trace context alone.
     """
     rpcs = load_rpcs()
     openapi_document = functools.cache(
@@ -92,40 +103,73 @@ def create_app(
         access=access,
         endpoints=[("GET", OPENAPI_PATH, openapi), *otlp.endpoints()],
     )
+    mcp = None
+    if mcp_tools is not None:
+        catalog = mcp_tools
 
-    def build_mcp() -> McpHttpEndpoint:
-        from gateway.mcp import McpHttpEndpoint, ToolCatalog, UpstreamTools, build_server
-        from gateway.mcp import caller_from_request as mcp_caller
+        def build_mcp() -> McpHttpEndpoint:
+            from gateway.mcp import McpHttpEndpoint, UpstreamTools, build_server
+            from gateway.mcp import caller_from_request as mcp_caller
 
-        return McpHttpEndpoint(
-            build_server(
-                mcp_tools() if mcp_tools is not None else ToolCatalog.for_sources(()),
-                UpstreamTools(channel_for, deadline_s=default_deadline_s),
-                caller_of=mcp_caller,
+            return McpHttpEndpoint(
+                build_server(
+                    catalog(),
+                    UpstreamTools(channel_for, deadline_s=default_deadline_s),
+                    caller_of=mcp_caller,
+                )
             )
-        )
 
-    mcp = LazyMcpEndpoint(build_mcp)
+        mcp = LazyMcpEndpoint(build_mcp)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if mcp is None:
+            yield
+            return
         async with mcp.run():
             yield
 
-    routes: list[BaseRoute] = [
-        # /mcp, every method (an ASGI app as a Route endpoint): before the catch-all. Plain
-        # endpoints such as the OTLP/HTTP receivers (POST /v1/traces, /v1/logs, /v1/metrics) are
-        # registered with the transcoder, like the OpenAPI document above, so they get the
-        # same 404/405 handling: a method-restricted Starlette Route placed here would only
-        # partially match a wrong method and fall through to the transcoder's 404. The
-        # transcoder answers everything else, so every error has the one body shape (OTLP's
-        # own failures excepted: OTLP/HTTP specifies a google.rpc.Status body).
-        Route(MCP_PATH, endpoint=mcp),
-        Mount("", app=rest),
-    ]
+    # /mcp, every method (an ASGI app as a Route endpoint): before the catch-all. Plain
+    # endpoints such as the OTLP/HTTP receivers (POST /v1/traces, /v1/logs, /v1/metrics) are
+    # registered with the transcoder, like the OpenAPI document above, so they get the same
+    # 404/405 handling: a method-restricted Starlette Route placed here would only partially
+    # match a wrong method and fall through to the transcoder's 404. The transcoder answers
+    # everything else, so every error has the one body shape (OTLP's own failures excepted:
+    # OTLP/HTTP specifies a google.rpc.Status body).
+    routes: list[BaseRoute] = [] if mcp is None else [Route(MCP_PATH, endpoint=mcp)]
+    routes.append(Mount("", app=rest))
     return Starlette(
-        routes=routes, exception_handlers={HTTPException: _http_exception}, lifespan=lifespan
+        routes=routes,
+        middleware=[Middleware(RefuseServiceCredential)],
+        exception_handlers={HTTPException: _http_exception},
+        lifespan=lifespan,
     )
+
+
+class RefuseServiceCredential:
+    """ASGI middleware: an HTTP request that carries the service credential's header is answered
+    403 (SERVICE_CREDENTIAL_REFUSED), whatever its route; anything else goes on to `app`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self._app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse or pass on one ASGI connection."""
+        if scope["type"] == "http" and any(name == _SERVICE_HEADER for name, _ in scope["headers"]):
+            refusal = error_response(
+                grpc.StatusCode.PERMISSION_DENIED,
+                f"the {SERVICE_CREDENTIAL} header is mcpd's own: clients authenticate with "
+                "authorization",
+                reason=SERVICE_CREDENTIAL_REFUSED,
+            )
+            await refusal(scope, receive, send)
+            return
+        await self._app(scope, receive, send)
+
+
+SERVICE_CREDENTIAL_REFUSED = "SERVICE_CREDENTIAL_REFUSED"
+# ASGI header names are lowercase bytes.
+_SERVICE_HEADER = SERVICE_CREDENTIAL.encode("latin-1")
 
 
 _OWN_PATHS: dict[str, dict[str, Any]] = {
@@ -153,10 +197,10 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = _GRPC_FOR_HTTP.get(exc.status_code, grpc.StatusCode.UNKNOWN)
     headers: dict[str, Any] = dict(exc.headers or {})
-    return errors.error_response(code, exc.detail, http=exc.status_code, headers=headers)
+    return error_response(code, exc.detail, http=exc.status_code, headers=headers)
 
 
 # The first code the table maps to each HTTP status, so 400 reads INVALID_ARGUMENT; 405 is
 # UNIMPLEMENTED as grpc-gateway reports it.
-_GRPC_FOR_HTTP = {http: code for code, http in reversed(list(errors.HTTP_STATUS.items()))}
+_GRPC_FOR_HTTP = {http: code for code, http in reversed(list(HTTP_STATUS.items()))}
 _GRPC_FOR_HTTP[405] = grpc.StatusCode.UNIMPLEMENTED

@@ -14,8 +14,9 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
-from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
+
+from gateway.jsonrpc import transport_refusal
 
 if TYPE_CHECKING:
     from gateway.mcp import McpHttpEndpoint
@@ -32,6 +33,7 @@ class LazyMcpEndpoint:
     def __init__(self, build: Callable[[], McpHttpEndpoint]) -> None:
         self._build = build
         self._endpoint: McpHttpEndpoint | None = None
+        self._running = False
         self._settled = asyncio.Event()
         self._stop = asyncio.Event()
 
@@ -39,9 +41,11 @@ class LazyMcpEndpoint:
     async def run(self) -> AsyncIterator[None]:
         """Build and serve the endpoint in the background while the context is open."""
         task = asyncio.create_task(self._serve(), name="mcp-endpoint")
+        self._running = True
         try:
             yield
         finally:
+            self._running = False
             self._stop.set()
             await task
 
@@ -59,12 +63,10 @@ class LazyMcpEndpoint:
             self._settled.set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._settled.wait()
+        if self._running:
+            await self._settled.wait()
         if self._endpoint is None:
-            unavailable = JSONResponse(
-                {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "unavailable"}},
-                status_code=503,
-            )
-            await unavailable(scope, receive, send)
+            why = "not running (app lifespan not started)" if not self._running else "unavailable"
+            await transport_refusal(503, f"the MCP endpoint is {why}")(scope, receive, send)
             return
         await self._endpoint(scope, receive, send)

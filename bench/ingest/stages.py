@@ -53,14 +53,16 @@ from mcpd.signals.batch import SignalBatch
 from mcpd.storage.factory import open_stores
 from mcpd.storage.sql import signals
 from mcpd.storage.sql.dialect import SqlDialect
-from services.ingest.admission import Admission
-from services.ingest.cardinality import LabelCardinality
-from services.ingest.limits import RecordLimits
+from services.ingest import (
+    Admission,
+    BatchWriter,
+    IngestPipeline,
+    LabelCardinality,
+    ProjectPolicies,
+    RecordLimits,
+    TailSampler,
+)
 from services.ingest.otlp import map_traces
-from services.ingest.pipeline import IngestPipeline
-from services.ingest.policies import ProjectPolicies
-from services.ingest.tail import TailSampler
-from services.ingest.writer import BatchWriter
 
 NAME = "ingest_stages"
 STAGES = ("decode", "map", "prepare", "bind", "write")

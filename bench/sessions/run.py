@@ -78,11 +78,9 @@ from mcpd.runtime.clock import SystemClock
 from mcpd.sessions.search.analysis import PY_CJK, query_units, tokens
 from mcpd.sessions.store import SearchQuery
 from mcpd.storage import Stores, open_stores
-from services.ingest.transcripts.importer import Importer
-from services.ingest.transcripts.sources import Source
-from services.query.sessions import SessionTools
-from services.query.sessions.common import DEFAULT_EVENT_TYPES as DEFAULT_TYPES
-from services.query.sessions.common import SEARCHABLE_TYPES
+from services.ingest.transcripts import Importer, Source
+from services.query.sessions import DEFAULT_EVENT_TYPES as DEFAULT_TYPES
+from services.query.sessions import SEARCHABLE_TYPES, SessionTools
 
 NAME = "sessions"
 DESCRIPTION = (

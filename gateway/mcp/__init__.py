@@ -9,13 +9,14 @@ from gateway.mcp.catalog import TOOL_RPCS, ToolCatalog
 from gateway.mcp.envelopes import ERROR_SCHEMA_VERSION, ToolAnswer, error_answer
 from gateway.mcp.http import PROJECT_HEADER, McpHttpEndpoint, caller_from_request
 from gateway.mcp.server import Caller, ToolBackend, build_server, tool_result
-from gateway.mcp.upstream import UpstreamTools
+from gateway.mcp.upstream import QUERY_SERVICE, UpstreamTools
 from gateway.paths import MCP_PATH
 
 __all__ = [
     "ERROR_SCHEMA_VERSION",
     "MCP_PATH",
     "PROJECT_HEADER",
+    "QUERY_SERVICE",
     "TOOL_RPCS",
     "Caller",
     "McpHttpEndpoint",

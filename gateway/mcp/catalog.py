@@ -1,13 +1,14 @@
 """The four session-search tools as MCP `Tool`s, and the query-service RPC behind each.
 
-The schemas and descriptions are the tools' own (`services.query.sessions`): the edge only
-publishes them. Each input schema rejects unknown fields (`additionalProperties: false`); the
-tool enforces its schema itself, so a call answers the same over MCP, stdio and REST.
+The schemas and descriptions are the tools' own (`services.query.sessions`), handed over by the
+composition root: the edge only publishes them. Each input schema rejects unknown fields
+(`additionalProperties: false`); the tool enforces its schema itself, so a call answers the same
+over MCP, stdio and REST.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
@@ -60,14 +61,6 @@ class ToolCatalog:
             )
             for name in TOOL_RPCS
         ]
-
-    @classmethod
-    def for_sources(cls, sources: Sequence[str]) -> ToolCatalog:
-        """The catalogue of the session tools, their descriptions naming `sources`."""
-        # Imported here: the schemas belong to the tools, and only this constructor needs them.
-        from services.query.sessions import INPUT_SCHEMAS, OUTPUT_SCHEMAS, tool_descriptions
-
-        return cls(tool_descriptions(sources), INPUT_SCHEMAS, OUTPUT_SCHEMAS)
 
     def __contains__(self, name: object) -> bool:
         return name in self._input_schemas

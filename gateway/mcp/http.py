@@ -9,7 +9,6 @@ task group; `run()` provides it and belongs in the app's lifespan.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -20,9 +19,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from gateway.jsonrpc import transport_refusal
 from gateway.mcp.server import Caller
 from gateway.paths import MCP_PATH
-from gateway.rest.transcoder import CLIENT_ADDRESS_METADATA, FORWARDED_HEADERS
+from gateway.rest import CLIENT_ADDRESS_METADATA, FORWARDED_HEADERS
 from mcpd.auth.metadata import is_loopback_host
 from mcpd.runtime.errors import InvalidArgument
 
@@ -91,7 +91,7 @@ class McpHttpEndpoint:
             return
         body = await _read_body(receive, self._max_body_bytes)
         if body is None:
-            too_large = _jsonrpc_error(
+            too_large = transport_refusal(
                 413, f"the request body exceeds {self._max_body_bytes} bytes"
             )
             await too_large(scope, receive, send)
@@ -100,15 +100,17 @@ class McpHttpEndpoint:
 
     def _refusal(self, request: Request) -> Response | None:
         if not self._running:
-            return _jsonrpc_error(503, "the MCP endpoint is not running (app lifespan not started)")
+            return transport_refusal(
+                503, "the MCP endpoint is not running (app lifespan not started)"
+            )
         if request.method != "POST":
-            return _jsonrpc_error(
+            return transport_refusal(
                 405, f"{MCP_PATH} accepts POST only (stateless)", headers={"Allow": "POST"}
             )
         origin = request.headers.get("origin")
         server = request.scope.get("server")
         if origin and server and is_loopback_host(server[0]) and not _is_loopback_origin(origin):
-            return _jsonrpc_error(403, f"origin {origin} may not call a loopback mcpd")
+            return transport_refusal(403, f"origin {origin} may not call a loopback mcpd")
         return None
 
 
@@ -147,11 +149,3 @@ def _is_loopback_origin(origin: str) -> bool:
     except ValueError:
         return False
     return host is not None and is_loopback_host(host)
-
-
-def _jsonrpc_error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    # A transport-level refusal, before any JSON-RPC message was read: no id to answer.
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
-    return Response(
-        json.dumps(body), status_code=status, media_type="application/json", headers=headers
-    )

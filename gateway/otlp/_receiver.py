@@ -26,8 +26,7 @@ from gateway.otlp import _json
 from gateway.otlp._body import Encoding, gunzip, is_gzipped, media_type, read_body
 from gateway.otlp._signals import SIGNALS, Signal
 from gateway.otlp._status import RefusalError, encode_status, upstream_failure
-from gateway.rest.errors import UPSTREAM_NOT_CONFIGURED
-from gateway.rest.transcoder import ChannelFor, Endpoint, forwarded_metadata
+from gateway.rest import UPSTREAM_NOT_CONFIGURED, ChannelFor, Endpoint, forwarded_metadata
 from mcpd.runtime.errors import Internal, McpdError, Unavailable
 
 log = logging.getLogger("mcpd.gateway.otlp")

@@ -18,7 +18,7 @@ from google.protobuf import any_pb2, json_format
 from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
-from gateway.rest.errors import http_status, retry_after
+from gateway.rest import http_status, retry_after
 from mcpd.runtime.errors import McpdError
 from mcpd.runtime.errors_grpc import STATUS_DETAILS_KEY, retry_delay_s, to_rpc_status
 

@@ -14,6 +14,7 @@ from starlette.types import Message
 
 import gateway.rest
 from gateway.app import create_app
+from mcpd.auth.metadata import SERVICE_CREDENTIAL
 
 
 def no_upstream(service: str) -> grpc.aio.Channel:
@@ -22,15 +23,23 @@ def no_upstream(service: str) -> grpc.aio.Channel:
 
 def test_rest_public_names() -> None:
     assert set(gateway.rest.__all__) == {
+        "CLIENT_ADDRESS_METADATA",
         "FORWARDED_HEADERS",
         "HTTP_STATUS",
         "TIMEOUT_HEADER",
+        "UPSTREAM_NOT_CONFIGURED",
         "ChannelFor",
+        "Endpoint",
         "RestTranscoder",
         "Rpc",
         "build_openapi",
         "error_body",
+        "error_response",
+        "forwarded_metadata",
+        "http_status",
+        "load_comments",
         "load_rpcs",
+        "retry_after",
     }
 
 
@@ -90,3 +99,47 @@ async def test_websockets_are_refused() -> None:
     }
     await create_app(no_upstream)(scope, receive, send)
     assert sent == [{"type": "websocket.close", "code": 1008}]
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/v1/api/capabilities"),
+        ("POST", "/v1/api/erasure"),
+        ("POST", "/v1/traces"),
+        ("POST", "/mcp"),
+        ("GET", "/healthz"),
+        ("GET", "/no/such/route"),
+    ],
+)
+async def test_a_request_carrying_the_service_credential_is_refused_before_routing(
+    method: str, path: str
+) -> None:
+    # No upstream at all: a request that got past the refusal would answer 503, not 403.
+    transport = httpx.ASGITransport(app=create_app(no_upstream))
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+        answer = await client.request(
+            method,
+            path,
+            headers={
+                "X-Mcpd-Service-Credential": "query:mcpd_c_stolen",
+                "authorization": "Bearer k",
+            },
+            content=b"{}",
+        )
+        plain = await client.get("/v1/api/capabilities")
+    assert answer.status_code == 403
+    error = answer.json()["error"]
+    assert (error["status"], error["reason"]) == ("PERMISSION_DENIED", "SERVICE_CREDENTIAL_REFUSED")
+    assert "mcpd_c_stolen" not in answer.text
+    assert plain.status_code == 503  # the same route without it goes on to the (missing) upstream
+    # Nor would the gateway have passed it on: it forwards a fixed list of headers.
+    assert SERVICE_CREDENTIAL not in gateway.rest.FORWARDED_HEADERS
+
+
+async def test_without_a_tool_catalogue_there_is_no_mcp_endpoint() -> None:
+    transport = httpx.ASGITransport(app=create_app(no_upstream))
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+        response = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert response.status_code == 404
+    assert response.json()["error"]["reason"] == "ROUTE_NOT_FOUND"

@@ -16,9 +16,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 import services.query
 from cli.http_server import HttpServer
+from cli.roles import tool_catalog
 from cli.security import build_security
 from gateway.app import create_app
-from gateway.mcp import ToolCatalog
 from mcpd.redaction import Redactor
 from mcpd.runtime.channels import open_channel
 from mcpd.runtime.clock import SystemClock
@@ -74,9 +74,8 @@ async def mcp_url(stores: Stores) -> AsyncIterator[str]:
         )
         channel = open_channel(f"127.0.0.1:{server.port}", GrpcSettings())
         stack.push_async_callback(channel.close)
-        app = create_app(
-            lambda service: channel, mcp_tools=lambda: ToolCatalog.for_sources(SOURCES)
-        )
+        catalog = tool_catalog(SOURCES)
+        app = create_app(lambda service: channel, mcp_tools=lambda: catalog)
         http = await stack.enter_async_context(HttpServer(app, "127.0.0.1:0"))
         yield f"http://127.0.0.1:{http.port}/mcp"
 

@@ -12,11 +12,12 @@ import httpx
 import pytest
 from starlette.requests import Request
 
-from cli.roles import cursor_key
+from cli.roles import cursor_key, tool_catalog
 from gateway.app import create_app
 from gateway.mcp import ToolCatalog, caller_from_request
 from gateway.mcp.envelopes import ERROR_SCHEMA_VERSION, failure_answer, in_spec_order
 from gateway.mcp.server import tool_result
+from gateway.tests.mcp_stub import CATALOG
 from mcpd import codec
 from mcpd.runtime.errors import FailedPrecondition
 from mcpd.runtime.errors_grpc import RpcFailure
@@ -114,7 +115,7 @@ def test_tool_result_carries_the_envelope_twice() -> None:
 
 
 def test_the_catalogue_publishes_the_tools_own_schemas() -> None:
-    catalog = ToolCatalog.for_sources(["codex", "claude"])
+    catalog = tool_catalog(["codex", "claude"])
     assert [tool.name for tool in catalog.tools] == list(TOOLS)
     for tool in catalog.tools:
         assert tool.input_schema == INPUT_SCHEMAS[tool.name]
@@ -173,7 +174,7 @@ async def test_the_endpoint_answers_503_until_its_lifespan_runs() -> None:
         raise LookupError(service)
 
     # ASGITransport runs no lifespan: the session manager never started.
-    transport = httpx.ASGITransport(app=create_app(no_upstream))
+    transport = httpx.ASGITransport(app=create_app(no_upstream, mcp_tools=lambda: CATALOG))
     async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
         response = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     assert response.status_code == 503

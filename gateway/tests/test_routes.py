@@ -16,8 +16,14 @@ from mcpd.query.v1 import query_service_pb2
 
 STEP_CAUSE = orchestrator_service_pb2.GetStepCauseRequest.DESCRIPTOR
 TRACE = query_service_pb2.GetTraceRequest.DESCRIPTOR
-GRPC_ONLY = frozenset({"mcpd.query.v1.QueryService.GetTrace"})
-"""RPCs deliberately without an http binding (REST serves GetTraceJson instead)."""
+GRPC_ONLY = frozenset(
+    {
+        "mcpd.query.v1.QueryService.GetTrace",
+        "mcpd.orchestrator.v1.OrchestratorService.EraseSubjectRuns",
+    }
+)
+"""RPCs deliberately without an http binding: REST serves GetTraceJson instead of GetTrace, and
+EraseSubjectRuns is internal (only mcpd's services call it)."""
 
 
 def rest_methods() -> set[str]:

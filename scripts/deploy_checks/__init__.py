@@ -21,6 +21,10 @@ What passing proves:
   file named is mounted read-only from the operator-provided Secret mcpd-keys (or another
   documented one), readable by mcpd's group only, and its documented example
   (base/keys.example.toml) is accepted by mcpd's own `load_keys_file`;
+- the service credential: every container serving gRPC, and no other, names a service credential
+  file (`security.service_credential_file`) mounted the same way from the operator-provided Secret
+  mcpd-service-credential, whose documented example (base/service.example.credential) mcpd's
+  own loader accepts;
 - deploy/Dockerfile agrees with its ignore file and with pyproject.toml.
 
 Run it with `python -m scripts.deploy_checks` (or `make deploy-check`). Exit status 0 when
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 from scripts.deploy_checks.api_keys import (
     check_api_keys,
+    check_service_credential,
     serves_grpc,
 )
 from scripts.deploy_checks.configuration import (
@@ -64,6 +69,7 @@ from scripts.deploy_checks.constants import (
     PEER_ADDRESSES,
     ROLE_SERVICES,
     ROLES,
+    SERVICE_CREDENTIAL_SECRET,
     primary_service,
 )
 from scripts.deploy_checks.crd_schemas import (
@@ -157,6 +163,7 @@ __all__ = [
     "ROLES",
     "ROLE_SERVICES",
     "ROOT",
+    "SERVICE_CREDENTIAL_SECRET",
     "Environment",
     "Manifest",
     "MountedFile",
@@ -176,6 +183,7 @@ __all__ = [
     "check_raw_files",
     "check_references",
     "check_secrets",
+    "check_service_credential",
     "check_target",
     "check_topology",
     "container_environment",

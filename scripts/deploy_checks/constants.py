@@ -25,6 +25,7 @@ __all__ = [
     "PEER_ADDRESSES",
     "ROLES",
     "ROLE_SERVICES",
+    "SERVICE_CREDENTIAL_SECRET",
     "primary_service",
 ]
 
@@ -55,6 +56,9 @@ APP = "mcpd"
 
 # The Secret holding the API keys mcpd accepts (security.keys_file), key `keys.toml`.
 KEYS_SECRET = "mcpd-keys"
+# The Secret holding the credential mcpd's services present to each other
+# (security.service_credential_file), key `service.credential`.
+SERVICE_CREDENTIAL_SECRET = "mcpd-service-credential"
 
 # Secrets the manifests use but never define. The cluster's operator creates them; each one's
 # keys are documented by an example file that no kustomization references (raw_files.
@@ -66,6 +70,8 @@ EXTERNAL_SECRETS = {
     "mcpd-clickhouse": KUBERNETES / "components" / "clickhouse" / "secret.example.env",
     # Mounted as a file into every container serving gRPC (api_keys.check_api_keys).
     KEYS_SECRET: BASE / "keys.example.toml",
+    # Mounted as a file into every container serving gRPC (api_keys.check_service_credential).
+    SERVICE_CREDENTIAL_SECRET: BASE / "service.example.credential",
 }
 # Keys of the `<cluster>-app` Secret that CloudNativePG creates for a Cluster's owner.
 CNPG_APP_SECRET_KEYS = frozenset(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import kubernetes_validate
 
-from scripts.deploy_checks.api_keys import check_api_keys
+from scripts.deploy_checks.api_keys import check_api_keys, check_service_credential
 from scripts.deploy_checks.configuration import check_mcpd_configuration
 from scripts.deploy_checks.constants import KUBERNETES_VERSIONS
 from scripts.deploy_checks.dockerfile import check_dockerfile
@@ -60,6 +60,7 @@ def check_objects(
         *check_peer_addresses(objects),
         *check_mcpd_configuration(objects),
         *check_api_keys(objects),
+        *check_service_credential(objects),
     ]
 
 

@@ -19,7 +19,7 @@ from mcpd.model.v1 import account_pb2, enums_pb2
 from mcpd.runtime.clock import Clock, to_timestamp
 from mcpd.runtime.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from mcpd.runtime.ids import new_id
-from mcpd.storage.interfaces import ControlStore
+from mcpd.storage.interfaces import AccountRecords
 from mcpd.storage.records import StoredAccount, StoredKey, StoredSession
 
 MAX_KEY_NAME = 100
@@ -31,7 +31,7 @@ class Accounts:
 
     def __init__(
         self,
-        store: ControlStore,
+        store: AccountRecords,
         clock: Clock,
         throttle: LoginThrottle,
         *,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from mcpd.storage.interfaces import TraceStore
+from mcpd.storage.interfaces import FacetCounts
 
 METRIC_LABEL_VALUE = "metric_label_value"
 
@@ -20,7 +20,7 @@ class LabelCardinality:
     """Cached distinct-value counts of metric label keys (see the module docstring)."""
 
     def __init__(
-        self, store: TraceStore, *, monotonic: Callable[[], float], ttl_s: float = 10.0
+        self, store: FacetCounts, *, monotonic: Callable[[], float], ttl_s: float = 10.0
     ) -> None:
         self._store = store
         self._monotonic = monotonic

@@ -12,13 +12,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from mcpd import codec
 from mcpd.pricing import PriceBook, apply_price, load_price_book
 from mcpd.redaction import RedactionPolicy, Redactor, redact_row
 from mcpd.runtime.errors import InvalidArgument
-from mcpd.storage.interfaces import ControlStore
+from mcpd.storage.interfaces import PriceOverrides, ProjectCatalog
 from services.ingest.sampling import SamplingPolicy
 
 
@@ -48,12 +48,16 @@ def check_policies(sampling: Any, redaction: Any, prices: Any) -> None:
     load_price_book().with_overrides(prices, field="prices")
 
 
+class PolicySources(ProjectCatalog, PriceOverrides, Protocol):
+    """What policies are read from: the control store's projects and price overrides."""
+
+
 class ProjectPolicies:
     """Cached per-project policies (see the module docstring). Safe across threads."""
 
     def __init__(
         self,
-        control: ControlStore,
+        control: PolicySources,
         *,
         key: bytes,
         book: PriceBook,

@@ -29,7 +29,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Iterable
 
 from mcpd.runtime.clock import Clock, epoch_nanos
-from mcpd.storage.interfaces import TraceStore
+from mcpd.storage.interfaces import HeldSpans
 from services.ingest.policies import ProjectPolicies
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class TailSampler:
 
     def __init__(
         self,
-        store: TraceStore,
+        store: HeldSpans,
         policies: ProjectPolicies,
         clock: Clock,
         *,

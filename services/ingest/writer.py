@@ -26,7 +26,7 @@ from opentelemetry import metrics
 
 from mcpd.runtime.errors import Unavailable
 from mcpd.signals.batch import IngestLag, SignalBatch
-from mcpd.storage.interfaces import TraceStore
+from mcpd.storage.interfaces import BatchWrites
 from services.ingest.admission import busy
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class BatchWriter:
 
     def __init__(
         self,
-        store: TraceStore,
+        store: BatchWrites,
         *,
         monotonic: Callable[[], float],
         max_records: int = DEFAULT_MAX_RECORDS,

@@ -7,11 +7,12 @@ from mcpd.orchestrator.v1.orchestrator_service_pb2_grpc import (
 )
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
+from mcpd.storage.interfaces import RunSubjectErasure
 from services.orchestrator.servicer import OrchestratorServicer
 
 __all__ = ["registrations"]
 
 
-def registrations() -> list[ServiceRegistration]:
-    """The gRPC services this role serves."""
-    return [registration(OrchestratorServicer(), add_OrchestratorServiceServicer_to_server)]
+def registrations(runs: RunSubjectErasure) -> list[ServiceRegistration]:
+    """The gRPC services this role serves, over the run store it owns."""
+    return [registration(OrchestratorServicer(runs), add_OrchestratorServiceServicer_to_server)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from mcpd.model.v1 import query_pb2
 from mcpd.signals import messages
 from mcpd.signals.queries import GroupFigures, LatencyFigures, Window
-from mcpd.storage.interfaces import TraceStore
+from mcpd.storage.interfaces import SignalAnalytics
 
 CURRENCY = "USD"
 MAX_BUCKETS = 10_000
@@ -19,7 +19,7 @@ MAX_BUCKETS = 10_000
 
 
 def summary(
-    store: TraceStore, project: str, window: Window, group_by: str | None
+    store: SignalAnalytics, project: str, window: Window, group_by: str | None
 ) -> query_pb2.AnalyticsSummary:
     """AnalyticsSummary: the whole window, plus one row per group when `group_by` is set."""
     whole = _whole(store, project, window)
@@ -43,7 +43,11 @@ def summary(
 
 
 def cost_breakdown(
-    store: TraceStore, project: str, window: Window, group_by: str | None, bucket_ns: int | None
+    store: SignalAnalytics,
+    project: str,
+    window: Window,
+    group_by: str | None,
+    bucket_ns: int | None,
 ) -> query_pb2.CostBreakdown:
     """CostBreakdown: the total, groups largest spend first, and a series when `bucket_ns`."""
     whole = _whole(store, project, window)
@@ -92,7 +96,7 @@ def latency_stats(figures: LatencyFigures) -> query_pb2.LatencyStats:
     return stats
 
 
-def _whole(store: TraceStore, project: str, window: Window) -> GroupFigures:
+def _whole(store: SignalAnalytics, project: str, window: Window) -> GroupFigures:
     rows = store.group_figures(project, window, None)
     if rows:
         return rows[0]

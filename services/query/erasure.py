@@ -1,21 +1,32 @@
 """ErasureResult: what an erasure removed, and why the counts may not be the whole answer.
 
-The trace store's counts make up `deleted`; runs (from the run store, when this daemon serves
-runs) and aspect notes are reported beside it, as the spec says. Datasets are not served by
-this daemon yet, so `dataset_items_erased` stays absent and `datasets` empty.
+The trace store's counts make up `deleted`; runs and aspect notes are reported beside it, as the
+spec says. Runs belong to the orchestrator, which owns the run store: the query service asks it
+over gRPC (`OrchestratorRuns`, the internal EraseSubjectRuns, with the service credential).
+Datasets are not served by this daemon yet, so `dataset_items_erased` stays absent and
+`datasets` empty.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Protocol
 
+import grpc
+import grpc.aio
+
 from mcpd.model.v1 import query_pb2
+from mcpd.orchestrator.v1 import orchestrator_service_pb2, orchestrator_service_pb2_grpc
+from mcpd.runtime.errors import Unavailable
+from mcpd.runtime.errors_grpc import rpc_failure_from
 from mcpd.signals.queries import ErasureCounts
+
+log = logging.getLogger("mcpd.query")
 
 
 class RunErasureFigures(Protocol):
-    """What the run store removed for one subject."""
+    """What the orchestrator removed from the run store for one subject."""
 
     @property
     def runs_erased(self) -> int: ...
@@ -28,11 +39,51 @@ class RunErasureFigures(Protocol):
 
 
 class RunEraser(Protocol):
-    """The run store's erasure (`RunStore.erase_subject`)."""
+    """The orchestrator's erasure of one subject's runs."""
 
-    def erase_subject(self, project: str, user_ids: Sequence[str]) -> RunErasureFigures:
-        """Remove the subject's ended run trees; count the ones still live."""
+    async def erase_subject_runs(
+        self, project: str, user_ids: Sequence[str], *, deadline_s: float | None
+    ) -> RunErasureFigures:
+        """Remove the subject's ended run trees; count the ones still live. `deadline_s` is what
+        is left of the caller's deadline. Raises Unavailable when the orchestrator did not answer
+        with what it erased."""
         ...
+
+
+class OrchestratorRuns:
+    """A RunEraser calling the orchestrator's internal EraseSubjectRuns over `channel`, with
+    `metadata` presenting the service credential (`ServiceCredential.metadata`)."""
+
+    def __init__(self, channel: grpc.aio.Channel, metadata: Sequence[tuple[str, str]]) -> None:
+        self._stub = orchestrator_service_pb2_grpc.OrchestratorServiceStub(channel)
+        self._metadata = tuple(metadata)
+
+    async def erase_subject_runs(
+        self, project: str, user_ids: Sequence[str], *, deadline_s: float | None
+    ) -> RunErasureFigures:
+        """Ask the orchestrator to erase the subject's runs (see `RunEraser`)."""
+        request = orchestrator_service_pb2.EraseSubjectRunsRequest(
+            project=project, user_ids=user_ids
+        )
+        call = self._stub.EraseSubjectRuns(request, metadata=self._metadata, timeout=deadline_s)
+        try:
+            response: orchestrator_service_pb2.EraseSubjectRunsResponse = await call
+        except grpc.aio.AioRpcError as error:
+            # The caller's credential was fine; whatever failed is between two services, so
+            # the caller is told to retry, and the operator finds the reason in the log.
+            failure = rpc_failure_from(error)
+            log.error(
+                "the orchestrator did not erase a subject's runs: %s: %s",
+                failure.reason,
+                failure.message,
+                extra={"project": project, "reason": failure.reason},
+            )
+            raise Unavailable(
+                f"the orchestrator did not erase the subject's runs ({failure.reason}); nothing "
+                "was erased: send the erasure again",
+                reason="RUN_ERASURE_UNAVAILABLE",
+            ) from None
+        return response
 
 
 def erasure_result(

@@ -26,38 +26,18 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Protocol
 
 from mcpd.model.v1 import account_pb2
 from mcpd.runtime.clock import Clock, epoch_nanos
 from mcpd.runtime.config import RetentionSettings
 from mcpd.signals.queries import STAT_SIGNALS
+from mcpd.storage.interfaces import ProjectCatalog, SignalRetention
 
 log = logging.getLogger(__name__)
 
 DAY_NS = 86_400 * 1_000_000_000
 # What `sweep_once` reports the forgotten ingest keys under, beside the signals.
 INGEST_KEYS = "ingest_keys"
-
-
-class CanApplyRetention(Protocol):
-    """What the sweeper needs of the trace store."""
-
-    def apply_retention(self, project: str, cutoffs: Mapping[str, int]) -> dict[str, int]:
-        """Delete the project's records received before their signal's cutoff (ns)."""
-        ...
-
-    def expire_ingest_keys(self, project: str, before: int) -> int:
-        """Forget the project's ingest keys recorded before `before` (ns)."""
-        ...
-
-
-class CanListProjects(Protocol):
-    """What the sweeper needs of the control store."""
-
-    def list_projects(self) -> list[account_pb2.Project]:
-        """Every project."""
-        ...
 
 
 def window_days(project_days: int, cap_days: int | None) -> int | None:
@@ -73,8 +53,8 @@ class RetentionSweeper:
 
     def __init__(
         self,
-        trace_store: CanApplyRetention,
-        control_store: CanListProjects,
+        trace_store: SignalRetention,
+        control_store: ProjectCatalog,
         settings: RetentionSettings,
         clock: Clock,
     ) -> None:

@@ -28,8 +28,14 @@ from mcpd.runtime.errors import (
 )
 from mcpd.signals import messages, series
 from mcpd.signals.queries import ErasureSubject, Page, Window
-from mcpd.storage.interfaces import TraceStore
-from mcpd.storage.records import AuditPage
+from mcpd.storage.interfaces import (
+    AuditReads,
+    CapabilityReport,
+    SignalAnalytics,
+    SignalErasure,
+    SignalLists,
+    TraceReads,
+)
 from services.query import analytics, requests
 from services.query.erasure import RunEraser, erasure_result
 from services.query.health import HealthReporter
@@ -40,12 +46,10 @@ from services.query.sessions.paths import LaunchContext
 log = logging.getLogger("mcpd.query")
 
 
-class AuditLog(Protocol):
-    """The control store's audit log, read newest first."""
-
-    def list_audit(self, project: str, *, cursor: str | None, limit: int) -> AuditPage:
-        """One page of a project's audit events."""
-        ...
+class QueryStore(
+    CapabilityReport, TraceReads, SignalLists, SignalAnalytics, SignalErasure, Protocol
+):
+    """What the query service reads, deletes and erases in the trace store."""
 
 
 class SessionToolSet(Protocol):
@@ -98,8 +102,8 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
 
     def __init__(
         self,
-        store: TraceStore,
-        audit: AuditLog,
+        store: QueryStore,
+        audit: AuditReads,
         health: HealthReporter,
         sessions: SessionToolSet,
         *,
@@ -347,10 +351,14 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
             () if user_id is None else tuple(dict.fromkeys((self._hash_user(user_id), user_id)))
         )
         subject = ErasureSubject(user_ids=user_ids, session_id=session_id)
-        counts = await asyncio.to_thread(self._store.erase_subject, request.project, subject)
         runs = None
         if self._runs is not None:
-            runs = await asyncio.to_thread(self._runs.erase_subject, request.project, user_ids)
+            # First: an orchestrator that cannot be reached fails the request before anything
+            # is erased, and the caller sends it again.
+            runs = await self._runs.erase_subject_runs(
+                request.project, user_ids, deadline_s=context.time_remaining()
+            )
+        counts = await asyncio.to_thread(self._store.erase_subject, request.project, subject)
         return erasure_result(request.project, counts, runs)
 
     def _closed_window(self, request: Any) -> Window:

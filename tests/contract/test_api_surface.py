@@ -1,5 +1,5 @@
-"""Every RPC is reachable over REST (itself, or through a twin answering its response rendered
-as JSON), declares who may call it, and has a role serving it."""
+"""Every RPC but the internal ones is reachable over REST (itself, or through a twin answering its
+response rendered as JSON), declares who may call it, and has a role serving it."""
 
 from __future__ import annotations
 
@@ -35,6 +35,12 @@ def test_every_service_has_a_grpc_role() -> None:
 @pytest.mark.parametrize("method", METHODS, ids=lambda m: m.full_name)
 def test_rpc_has_http_route_and_access_rule(method: MethodDescriptor) -> None:
     rule = http_rule(method)
+    access = method.GetOptions().Extensions[access_pb2.access]
+    if access.internal:
+        # Only mcpd's services call it, over gRPC: no route leads a client to it.
+        assert rule is None, f"{method.full_name} is internal but has a REST route"
+        assert rendered_twin(method) is None
+        return
     if rule is None:
         twin = rendered_twin(method)
         assert twin is not None, f"{method.full_name} has no REST route and no rendered twin"
@@ -45,7 +51,6 @@ def test_rpc_has_http_route_and_access_rule(method: MethodDescriptor) -> None:
         rule = http_rule(twin)
         assert rule is not None
     assert rule.WhichOneof("pattern") in {"get", "post", "delete", "put", "patch"}
-    access = method.GetOptions().Extensions[access_pb2.access]
     declared = [access.open, access.session, access.scope != 0]
     assert declared.count(True) == 1, f"{method.full_name} must declare exactly one access rule"
 

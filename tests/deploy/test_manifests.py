@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from mcpd.auth.keys_file import load_keys_file
+from mcpd.auth.service_identity import load_or_create_service_credential
 from scripts import deploy_checks as cd
 
 Manifest = dict[str, Any]
@@ -27,6 +28,8 @@ TARGETS = ("base", "overlays/embedded", "overlays/postgres", "overlays/productio
 PROTOS = cd.ROOT / "protos"
 KEYS_PATH = "/etc/mcpd-keys/keys.toml"
 KEYS_EXAMPLE = cd.KUBERNETES / "base" / "keys.example.toml"
+SERVICE_PATH = "/etc/mcpd-service/service.credential"
+SERVICE_EXAMPLE = cd.KUBERNETES / "base" / "service.example.credential"
 
 
 @pytest.fixture(scope="module")
@@ -281,6 +284,43 @@ def test_keys_secret_is_documented_by_an_example_mcpd_accepts() -> None:
     assert cd.check_raw_files()[1] == []
 
 
+def test_every_grpc_server_and_only_they_mount_the_service_credential(rendered: Rendered) -> None:
+    for target in TARGETS:
+        objects = rendered(target)
+        serving = set()
+        for workload in cd.workloads(objects):
+            for container in containers(workload):
+                label = f"{target}: {cd.describe(workload)}: {container['name']}"
+                env = cd.container_environment(container, objects).values
+                mounted = cd.mounted_file(workload, container, SERVICE_PATH)
+                if not cd.serves_grpc(workload, container):
+                    # The gateway never presents it; `mcpd migrate` calls no service.
+                    assert "MCPD_SECURITY_SERVICE_CREDENTIAL_FILE" not in env, label
+                    assert mounted is None, label
+                    continue
+                serving.add(cd.role_of(workload))
+                assert env["MCPD_SECURITY_SERVICE_CREDENTIAL_FILE"] == SERVICE_PATH, label
+                assert mounted == cd.MountedFile(
+                    "secret", "mcpd-service-credential", "service.credential", True, 0o440
+                )
+        expected = {cd.ALL_IN_ONE} if target == "overlays/embedded" else set(cd.GRPC_ROLES)
+        assert serving == expected, target
+        assert cd.check_service_credential(objects) == [], target
+
+
+def test_service_credential_secret_is_documented_by_an_example_mcpd_accepts(
+    tmp_path: Path,
+) -> None:
+    assert cd.EXTERNAL_SECRETS[cd.SERVICE_CREDENTIAL_SECRET] == SERVICE_EXAMPLE
+    documented = cd.external_secret(cd.SERVICE_CREDENTIAL_SECRET)
+    assert documented is not None
+    assert list(documented) == ["service.credential"]
+    copy = tmp_path / "service.credential"
+    copy.write_text(documented["service.credential"])
+    assert load_or_create_service_credential(copy).secret.startswith("mcpd_c_example")
+    assert SERVICE_EXAMPLE.match("*.example.*")
+
+
 # --- the checker catches mistakes -------------------------------------------------------------
 
 
@@ -503,3 +543,26 @@ def test_referenced_keys_example_is_caught(tmp_path: Path) -> None:
     )
     _, errors = cd.check_raw_files(tmp_path)
     assert any("keys.example.toml, an example only" in e for e in errors), errors
+
+
+def test_a_missing_or_misplaced_service_credential_is_caught(rendered: Rendered) -> None:
+    objects = rendered("base")
+    query = cd.main_container(find(objects, "Deployment", "query"))
+    query["env"] = [
+        var for var in query["env"] if var["name"] != "MCPD_SECURITY_SERVICE_CREDENTIAL_FILE"
+    ]
+    ingest = cd.main_container(find(objects, "Deployment", "ingest"))
+    ingest["volumeMounts"] = [
+        m for m in ingest["volumeMounts"] if m["name"] != "service-credential"
+    ]
+    gateway = cd.main_container(find(objects, "Deployment", "gateway"))
+    gateway.setdefault("env", []).append(
+        {"name": "MCPD_SECURITY_SERVICE_CREDENTIAL_FILE", "value": SERVICE_PATH}
+    )
+    errors = cd.check_service_credential(objects)
+    assert any(
+        "Deployment/query" in e and "without a service credential file" in e for e in errors
+    ), errors
+    assert any("Deployment/ingest" in e and "is not mounted" in e for e in errors), errors
+    assert any("Deployment/gateway" in e and "serves no gRPC" in e for e in errors), errors
+    assert cd.check_objects(objects), "check_objects runs check_service_credential"

@@ -68,3 +68,58 @@ def seed_every_table(data_dir: Path, *, project: str, marker: str) -> int:
         finally:
             engine.dispose()
     return seeded
+
+
+def add_run(data_dir: Path, *, project: str, run_id: str, user_id: str, status: str) -> None:
+    """One run of a one-step workflow started with correlation `user_id`, in the run store of the
+    migrated SQLite data directory (what the orchestrator's erasure matches on)."""
+    engine = create_sqlite_engine(data_dir / FILES[StoreName.RUN], synchronous=Synchronous.FULL)
+    runs = METADATA[StoreName.RUN].tables
+    try:
+        with engine.begin() as connection:
+            definition = {"project": project, "id": "flow", "version": 1}
+            exists = sa.select(runs["definitions"].c.id).filter_by(**definition)
+            if connection.execute(exists).first() is None:
+                connection.execute(
+                    runs["definitions"]
+                    .insert()
+                    .values(**definition, kind="workflow", body={}, created_at=1)
+                )
+            connection.execute(
+                runs["runs"]
+                .insert()
+                .values(
+                    run_id=run_id,
+                    project=project,
+                    definition_id="flow",
+                    definition_version=1,
+                    status=status,
+                    cursor_index=0,
+                    cursor_construct="step",
+                    input={"prompt": f"input of {run_id}"},
+                    user_id=user_id,
+                    trace_id="0" * 32,
+                    steps_used=0,
+                    cost_usd=0.0,
+                    idempotency_key=f"start-{run_id}",
+                    root_run_id=run_id,
+                    depth=0,
+                    next_event_seq=1,
+                    created_at=1,
+                    updated_at=1,
+                )
+            )
+    finally:
+        engine.dispose()
+
+
+def run_ids(data_dir: Path, project: str) -> set[str]:
+    """The run ids of `project` in the run store of the SQLite data directory."""
+    engine = create_sqlite_engine(data_dir / FILES[StoreName.RUN], synchronous=Synchronous.FULL)
+    runs = METADATA[StoreName.RUN].tables["runs"]
+    try:
+        with engine.connect() as connection:
+            found = connection.execute(sa.select(runs.c.run_id).where(runs.c.project == project))
+            return set(found.scalars())
+    finally:
+        engine.dispose()

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from mcpd.auth.authenticator import Authenticator, CredentialStore
     from mcpd.auth.interceptor import AuthInterceptor
     from mcpd.auth.keys_file import ConfiguredKey, load_keys_file
-    from mcpd.auth.metadata import bearer_token, client_address
+    from mcpd.auth.metadata import bearer_token, client_address, service_credential
     from mcpd.auth.passwords import (
         hash_password,
         needs_rehash,
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         current_principal,
         unbind_principal,
     )
+    from mcpd.auth.service_identity import ServiceCredential, load_or_create_service_credential
     from mcpd.auth.throttle import LoginThrottle
     from mcpd.auth.tokens import (
         audit_id,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
         digests_equal,
         key_prefix,
         new_api_key,
+        new_service_credential,
         new_session_token,
     )
 
@@ -68,6 +70,7 @@ _MODULES = {
     "LoginThrottle": "mcpd.auth.throttle",
     "Principal": "mcpd.auth.principal",
     "PrincipalKind": "mcpd.auth.principal",
+    "ServiceCredential": "mcpd.auth.service_identity",
     "StoreAuditSink": "mcpd.auth.audit",
     "access_rules": "mcpd.auth.access",
     "audit_id": "mcpd.auth.tokens",
@@ -82,14 +85,17 @@ _MODULES = {
     "hash_password": "mcpd.auth.passwords",
     "key_prefix": "mcpd.auth.tokens",
     "load_keys_file": "mcpd.auth.keys_file",
+    "load_or_create_service_credential": "mcpd.auth.service_identity",
     "needs_rehash": "mcpd.auth.passwords",
     "new_api_key": "mcpd.auth.tokens",
+    "new_service_credential": "mcpd.auth.tokens",
     "new_session_token": "mcpd.auth.tokens",
     "normalize_email": "mcpd.auth.passwords",
     "parse_scope": "mcpd.auth.access",
     "resolve_project": "mcpd.auth.policy",
     "scope_name": "mcpd.auth.access",
     "scope_satisfies": "mcpd.auth.access",
+    "service_credential": "mcpd.auth.metadata",
     "unbind_principal": "mcpd.auth.principal",
     "validate_password": "mcpd.auth.passwords",
     "verify_nothing": "mcpd.auth.passwords",
@@ -109,6 +115,7 @@ __all__ = [
     "LoginThrottle",
     "Principal",
     "PrincipalKind",
+    "ServiceCredential",
     "StoreAuditSink",
     "access_rules",
     "audit_id",
@@ -123,14 +130,17 @@ __all__ = [
     "hash_password",
     "key_prefix",
     "load_keys_file",
+    "load_or_create_service_credential",
     "needs_rehash",
     "new_api_key",
+    "new_service_credential",
     "new_session_token",
     "normalize_email",
     "parse_scope",
     "resolve_project",
     "scope_name",
     "scope_satisfies",
+    "service_credential",
     "unbind_principal",
     "validate_password",
     "verify_nothing",

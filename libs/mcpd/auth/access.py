@@ -10,6 +10,11 @@ reaches a marked field, at any depth, must either audit its allowed calls (`audi
 say why not (`unaudited_because`), or the process does not start. A `google.api.HttpBody`
 response is rendered data the walk cannot see into, so it counts as payload.
 
+The internal service credential is accepted by an RPC only when its option says so: `internal`
+(only mcpd's services call it: no client credential, and no REST route) or `service` (a scoped,
+public RPC that services also call in the background). Any other combination stops the process
+at start-up too.
+
 The OpenTelemetry collector services (OTLP `Export` for traces, logs and metrics) are not mcpd
 protos and carry no option; their one rule, scope ingest, is declared here (`OTLP_RULES`).
 """
@@ -26,6 +31,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TypeAlias
 
+from google.api import annotations_pb2
 from google.protobuf.descriptor import Descriptor, MethodDescriptor, ServiceDescriptor
 from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
@@ -65,9 +71,10 @@ class AccessRule:
     """The access option of one RPC.
 
     `method` is the proto full name (`mcpd.query.v1.QueryService.GetTrace`). Exactly one of
-    `open`, `session` or a `scope` says who may call; `audit_action` is non-empty when allowed
-    calls are audited too (refused calls always are); `unaudited_because` is the declared reason
-    a method whose response carries payload is not.
+    `open`, `session`, a `scope` or `internal` says who may call; `service` lets the service
+    credential call a scoped method too; `audit_action` is non-empty when allowed calls are
+    audited too (refused calls always are); `unaudited_because` is the declared reason a method
+    whose response carries payload is not.
     """
 
     method: str
@@ -76,6 +83,13 @@ class AccessRule:
     session: bool = False
     audit_action: str = ""
     unaudited_because: str = ""
+    internal: bool = False
+    service: bool = False
+
+    @property
+    def accepts_service(self) -> bool:
+        """Whether the internal service credential may call the method."""
+        return self.internal or self.service
 
     @property
     def endpoint_id(self) -> str:
@@ -168,10 +182,12 @@ def _rule(method: MethodDescriptor) -> AccessRule:
     has_scope = access.scope != enums_pb2.KEY_SCOPE_UNSPECIFIED
     if access.scope != enums_pb2.KEY_SCOPE_UNSPECIFIED and access.scope not in ALL_SCOPES:
         raise ValueError(f"{method.full_name} declares an unknown scope {access.scope}")
-    if sum((access.open, access.session, has_scope)) != 1:
+    if sum((access.open, access.session, has_scope, access.internal)) != 1:
         raise ValueError(
-            f"{method.full_name}: the access option must set exactly one of open, session, scope"
+            f"{method.full_name}: the access option must set exactly one of open, session, "
+            "scope, internal"
         )
+    _check_service_access(method, access, has_scope)
     _check_audit_decision(method, access)
     return AccessRule(
         method=method.full_name,
@@ -180,7 +196,21 @@ def _rule(method: MethodDescriptor) -> AccessRule:
         session=access.session,
         audit_action=access.audit_action,
         unaudited_because=access.unaudited_because,
+        internal=access.internal,
+        service=access.service,
     )
+
+
+def _check_service_access(
+    method: MethodDescriptor, access: access_pb2.Access, has_scope: bool
+) -> None:
+    """ValueError unless the service credential reaches the method only as declared: an
+    internal method has no REST route, and `service` widens a scope, nothing else."""
+    name = method.full_name
+    if access.internal and method.GetOptions().HasExtension(annotations_pb2.http):
+        raise ValueError(f"{name} is internal, so it cannot have a google.api.http route")
+    if access.service and not has_scope:
+        raise ValueError(f"{name}: service admits the service credential beside a scope; set one")
 
 
 def _check_audit_decision(method: MethodDescriptor, access: access_pb2.Access) -> None:

@@ -1,7 +1,9 @@
 """Who is calling: a bearer token (or its absence) becomes a Principal, or Unauthenticated.
 
 A token is tried as an operator-configured key, then as a key an account created, then as an
-account session token. Only digests are compared; the token itself is never stored or logged.
+account session token. The internal service credential (`service_credential`) is checked apart,
+by `authenticate_service`: it is presented in its own metadata and becomes the calling service.
+Only digests are compared; no secret is ever stored or logged.
 
 Without a token the answer depends on local mode: while no configured key, no account and no
 unrevoked key exist, the caller is the anonymous principal of the local project; once any exists,
@@ -21,6 +23,7 @@ from mcpd.auth.access import ALL_SCOPES, parse_scope
 from mcpd.auth.keys_file import ConfiguredKey
 from mcpd.auth.metadata import is_loopback_host
 from mcpd.auth.principal import ANONYMOUS, Principal, PrincipalKind
+from mcpd.auth.service_identity import SERVICE_PRINCIPAL_PREFIX
 from mcpd.auth.tokens import audit_id, digest, digests_equal
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.errors import Internal, Unauthenticated
@@ -52,6 +55,8 @@ class Authenticator:
     `configured` are the keys of the operator's keys file; `local_project` is the project of the
     anonymous principal in local mode. `allow_local_mode=False` (a process listening beyond
     loopback) never lets a request without credentials in, whatever the store holds.
+    `service_digest` is the SHA-256 digest of the deployment's service credential; None accepts
+    no service credential at all.
     """
 
     def __init__(
@@ -62,8 +67,10 @@ class Authenticator:
         clock: Clock,
         local_project: str,
         allow_local_mode: bool = True,
+        service_digest: str | None = None,
     ) -> None:
         self._store = store
+        self._service_digest = service_digest
         self._configured = tuple(configured)
         self._clock = clock
         self._anonymous = Principal(
@@ -117,6 +124,22 @@ class Authenticator:
         if session is not None:
             return self._session_principal(token, session)
         raise Unauthenticated("unknown credentials", reason="UNKNOWN_CREDENTIALS")
+
+    def authenticate_service(self, service: str, credential: str) -> Principal:
+        """The principal of service `service` presenting `credential` (both from the
+        `x-mcpd-service-credential` metadata); Unauthenticated (UNKNOWN_CREDENTIALS) unless it
+        is this deployment's service credential."""
+        known = self._service_digest is not None and digests_equal(
+            digest(credential), self._service_digest
+        )
+        if not known:
+            raise Unauthenticated("unknown service credential", reason="UNKNOWN_CREDENTIALS")
+        return Principal(
+            kind=PrincipalKind.SERVICE,
+            audit_id=SERVICE_PRINCIPAL_PREFIX + service,
+            scopes=frozenset(),
+            projects=frozenset(),
+        )
 
     def _configured_key(self, token: str, token_digest: str) -> Principal | None:
         match: ConfiguredKey | None = None

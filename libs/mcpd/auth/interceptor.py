@@ -4,9 +4,10 @@
 errors raised here reach callers as statuses with an ErrorInfo reason. For every mcpd RPC:
 
 1. before the request is read, from the call's metadata alone, the `authorization: Bearer
-   <token>` metadata becomes a Principal (open RPCs stop here: they ignore it). A call refused
-   for its credential never has its request deserialized, so a caller without a valid
-   credential cannot make the server parse anything;
+   <token>` metadata, or the `x-mcpd-service-credential` of a calling mcpd service (never both),
+   becomes a Principal (open RPCs stop here: they ignore both). A call refused for its
+   credential never has its request deserialized, so a caller without a valid credential cannot
+   make the server parse anything;
 2. a call carrying `x-mcpd-check-access` metadata stops after the RPC's access rule (from its
    proto option) is checked: it is answered with an empty message when the credential would be
    admitted (the gateway's cheap check before it reads, inflates or converts a request body),
@@ -42,6 +43,7 @@ from mcpd.auth.metadata import (
     client_address,
     forwarded_address,
     is_access_check,
+    service_credential,
 )
 from mcpd.auth.policy import authorize, resolve_project
 from mcpd.auth.principal import ANONYMOUS, Principal, bind_principal, unbind_principal
@@ -118,13 +120,21 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     async def _authenticate(self, rule: AccessRule, metadata: Metadata, source: str) -> Principal:
         """The caller's principal; a refusal is audited and raised."""
-        token: str | None = None
+        secret: str | None = None
         try:
-            token = bearer_token(metadata)
-            return await self._authenticator.authenticate(token, source=source)
+            service = service_credential(metadata)
+            secret = service[1] if service is not None else bearer_token(metadata)
+            if service is None:
+                return await self._authenticator.authenticate(secret, source=source)
+            if bearer_token(metadata) is not None:
+                raise Unauthenticated(
+                    "present either the service credential or an authorization, not both",
+                    reason="AMBIGUOUS_CREDENTIALS",
+                )
+            return self._authenticator.authenticate_service(*service)
         except Unauthenticated as refusal:
             # Nothing of the request is read yet: the row names who, not what was asked for.
-            who = audit_id(token) if token else ANONYMOUS
+            who = audit_id(secret) if secret else ANONYMOUS
             await self._record_refusal(rule, who, "", None, refusal, source)
             raise
 

@@ -1,12 +1,15 @@
-"""What the auth layer reads from gRPC request metadata: the bearer token and the client address.
+"""What the auth layer reads from gRPC request metadata: the bearer token, the service
+credential and the client address.
 
 The gateway forwards REST requests to the gRPC services with the same `authorization` header and
 with `x-forwarded-for` set to the REST client's address, so both entrances are read here alike.
+It never forwards `x-mcpd-service-credential`, which only mcpd's services present to each other.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
@@ -23,6 +26,10 @@ AUTHORIZATION = "authorization"
 FORWARDED_FOR = "x-forwarded-for"
 ACCESS_CHECK = "x-mcpd-check-access"
 """Metadata asking only whether the call's credential would be admitted (see `interceptor`)."""
+SERVICE_CREDENTIAL = "x-mcpd-service-credential"
+"""Metadata of a call one mcpd service makes on another: `<service>:<credential>`."""
+# A calling service's name: a role name, what the audit log records after `service:`.
+_SERVICE_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
 
 
 def is_access_check(metadata: Metadata) -> bool:
@@ -47,6 +54,25 @@ def bearer_token(metadata: Metadata) -> str | None:
     if any(char.isspace() for char in token):
         raise _malformed()
     return token
+
+
+def service_credential(metadata: Metadata) -> tuple[str, str] | None:
+    """The (service name, credential) of the `x-mcpd-service-credential` metadata, None when
+    there is none.
+
+    Raises Unauthenticated (MALFORMED_SERVICE_CREDENTIAL) unless it is exactly one
+    `<service>:<credential>` with a lowercase service name.
+    """
+    values = [value for key, value in metadata if key.lower() == SERVICE_CREDENTIAL]
+    if not values:
+        return None
+    name, _, secret = values[0].partition(":") if isinstance(values[0], str) else ("", "", "")
+    if len(values) > 1 or not _SERVICE_NAME.fullmatch(name) or not secret:
+        raise Unauthenticated(
+            f"the {SERVICE_CREDENTIAL} metadata must be '<service>:<credential>'",
+            reason="MALFORMED_SERVICE_CREDENTIAL",
+        )
+    return name, secret
 
 
 def _malformed() -> Unauthenticated:

@@ -18,6 +18,10 @@ def authorize(principal: Principal, rule: AccessRule) -> None:
     - session RPCs (the account's own endpoints): only a session token. A key gets
       PermissionDenied (SESSION_REQUIRED). The anonymous local principal gets Unauthenticated
       (SESSION_REQUIRED): it has no account, and the cure is to log in, not another key.
+    - a calling service (the service credential): only RPCs whose rule accepts services
+      (`internal` or `service`); any other gets PermissionDenied (SERVICE_NOT_ACCEPTED).
+    - internal RPCs: nobody else, not even the anonymous local principal: PermissionDenied
+      (INTERNAL_RPC).
     - every other RPC: a principal holding a scope that satisfies the rule's (admin also
       satisfies execute and worker); otherwise PermissionDenied (SCOPE_REQUIRED, metadata
       `scope` = the spec name of the scope needed). The anonymous local principal holds every
@@ -25,6 +29,18 @@ def authorize(principal: Principal, rule: AccessRule) -> None:
     """
     if rule.open:
         return
+    if principal.kind is PrincipalKind.SERVICE:
+        if rule.accepts_service:
+            return
+        raise PermissionDenied(
+            "the service credential is accepted only by the methods mcpd's services call on "
+            "each other",
+            reason="SERVICE_NOT_ACCEPTED",
+        )
+    if rule.internal:
+        raise PermissionDenied(
+            "this method is internal: only mcpd's own services call it", reason="INTERNAL_RPC"
+        )
     if rule.session:
         if principal.kind is PrincipalKind.SESSION:
             return
@@ -52,7 +68,16 @@ def resolve_project(principal: Principal, requested: str) -> str:
     Empty `requested`: the principal's project when it reaches exactly one, else
     InvalidArgument (field `project`, PROJECT_REQUIRED). A project the principal does not
     reach: PermissionDenied (field `project`, PROJECT_NOT_GRANTED). Otherwise `requested`.
+    A calling service reaches every project, so it always names one.
     """
+    if principal.kind is PrincipalKind.SERVICE:
+        if requested:
+            return requested
+        raise InvalidArgument(
+            "a service's call names the project it acts on",
+            field="project",
+            reason="PROJECT_REQUIRED",
+        )
     if not requested:
         if len(principal.projects) == 1:
             (only,) = principal.projects

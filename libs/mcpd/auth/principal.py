@@ -20,6 +20,9 @@ class PrincipalKind(enum.Enum):
     KEY = "key"
     # An account session token: every scope, on the account's own project only.
     SESSION = "session"
+    # The internal service credential: one mcpd service calling another. No scope; the RPCs
+    # whose access rule accepts services, on whichever project the call names.
+    SERVICE = "service"
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,8 +30,9 @@ class Principal:
     """The caller of one request.
 
     `audit_id` is what the audit log records: a short hex digest of the presented key or token,
-    never the secret, or `anonymous`. `projects` are the projects the caller reaches; a request
-    that names no project gets the only one when there is exactly one.
+    never the secret, `anonymous`, or `service:<name>` for a calling service. `projects` are the
+    projects the caller reaches (a service reaches every one, and names it); a request that
+    names no project gets the only one when there is exactly one.
     """
 
     kind: PrincipalKind

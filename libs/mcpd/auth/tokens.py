@@ -4,8 +4,9 @@ A secret is shown to its owner once; the control store holds only its SHA-256 di
 what a presented bearer token is looked up by. SHA-256 (not a slow password hash) is right here:
 the secrets are 256 random bits, so there is nothing to brute-force, and every request hashes one.
 
-The readable prefixes (`mcpd_k_`, `mcpd_s_`) let a person, a log scrubber or a secret scanner tell
-a key from a session token at a glance; they carry no authority.
+The readable prefixes (`mcpd_k_`, `mcpd_s_`, and `mcpd_c_` for the service credential) let a
+person, a log scrubber or a secret scanner tell a key from a session token at a glance; they
+carry no authority.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import secrets
 
 API_KEY_PREFIX = "mcpd_k_"
 SESSION_TOKEN_PREFIX = "mcpd_s_"
+SERVICE_CREDENTIAL_PREFIX = "mcpd_c_"
 
 # 32 random bytes: 256 bits, 43 characters of URL-safe base64.
 _SECRET_BYTES = 32
@@ -35,6 +37,11 @@ def new_api_key() -> str:
 def new_session_token() -> str:
     """A new account session token: `mcpd_s_` and 43 URL-safe characters (256 random bits)."""
     return SESSION_TOKEN_PREFIX + secrets.token_urlsafe(_SECRET_BYTES)
+
+
+def new_service_credential() -> str:
+    """A new service credential: `mcpd_c_` and 43 URL-safe characters (256 random bits)."""
+    return SERVICE_CREDENTIAL_PREFIX + secrets.token_urlsafe(_SECRET_BYTES)
 
 
 def digest(secret: str) -> str:

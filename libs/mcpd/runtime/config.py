@@ -112,11 +112,15 @@ class SecuritySettings:
     a secret store. `signup` opens POST /v1/api/account/signup to anyone. `local_project` is the
     project of unauthenticated requests in local mode (loopback, no keys, no accounts).
     `audit_aggregate_window_s` is the window within which repeats of one refused request are
-    written to the audit log as one row with a count.
+    written to the audit log as one row with a count. `service_credential_file` holds the
+    credential mcpd's services present to each other (default: `service.credential` in the data
+    directory, created on first start); every process of a deployment needs the same one, so
+    Kubernetes mounts it from a Secret.
     """
 
     signup: bool = False
     keys_file: Path | None = None
+    service_credential_file: Path | None = None
     session_ttl_hours: int = 720
     local_project: str = "default"
     login_max_failures: int = 5

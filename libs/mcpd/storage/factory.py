@@ -1,4 +1,8 @@
-"""Opening the three stores from configuration: the one place backends are chosen.
+"""Opening the stores from configuration: the one place backends are chosen.
+
+A process opens the stores its roles need (`stores`: some of `STORE_NAMES`) and no other, so a
+role cannot reach data it does not own: the composition root keeps the table of which role needs
+which.
 
 `storage.backend` picks the trace store: `sqlite` (a file under the data directory),
 `postgres` (at `storage.postgres_url`) or `clickhouse` (at `storage.clickhouse_url`). The run
@@ -15,12 +19,12 @@ open; on PostgreSQL with its full-text search; on ClickHouse in tables of the tr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from sqlalchemy.engine import URL, Engine
 from sqlalchemy.exc import ArgumentError, OperationalError
@@ -31,7 +35,7 @@ from mcpd.sessions.store import SessionStore
 from mcpd.storage.clickhouse.executor import open_executor
 from mcpd.storage.clickhouse.sessions import ClickHouseSessionStore
 from mcpd.storage.clickhouse.store import ClickHouseTraceStore
-from mcpd.storage.interfaces import ControlStore, RunStore, TraceStore
+from mcpd.storage.interfaces import ControlStore, MigratedStore, RunStore, TraceStore
 from mcpd.storage.sql.control_store import SqlControlStore
 from mcpd.storage.sql.engine import (
     Synchronous,
@@ -43,6 +47,7 @@ from mcpd.storage.sql.sessions import SqlSessionStore
 from mcpd.storage.sql.stores import SqlRunStore, SqlTraceStore
 
 BACKENDS = ("sqlite", "postgres", "clickhouse")
+STORE_NAMES = frozenset({"trace", "run", "control"})
 BACKEND_SETTING = "storage.backend"
 POSTGRES_SETTING = "storage.postgres_url"
 CLICKHOUSE_SETTING = "storage.clickhouse_url"
@@ -67,21 +72,59 @@ class ClosableSessionStore(SessionStore, Protocol):
 
 @dataclass
 class Stores:
-    """The three stores of one process, and the session read model on the trace store's
-    database. A context manager: leaving it closes them all."""
+    """The stores one process opened, and the session read model on the trace store's
+    database. A context manager: leaving it closes them all.
 
-    trace: TraceStore
-    run: RunStore
-    control: ControlStore
-    sessions: ClosableSessionStore
+    Asking for a store the process did not open raises LookupError naming it: a role that needs
+    it is missing from the table of what each role opens.
+    """
+
+    _trace: TraceStore | None
+    _run: RunStore | None
+    _control: ControlStore | None
+    _sessions: ClosableSessionStore | None
     _closed: bool = field(default=False, init=False, repr=False)
 
+    @property
+    def trace(self) -> TraceStore:
+        """The trace store."""
+        return _opened(self._trace, "trace")
+
+    @property
+    def run(self) -> RunStore:
+        """The run store."""
+        return _opened(self._run, "run")
+
+    @property
+    def control(self) -> ControlStore:
+        """The control store."""
+        return _opened(self._control, "control")
+
+    @property
+    def sessions(self) -> ClosableSessionStore:
+        """The session read model, in the trace store's database."""
+        return _opened(self._sessions, "trace")
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Which stores are open (`trace`, `run`, `control`)."""
+        return frozenset(name for name, store in self._by_name().items() if store is not None)
+
+    def describe(self) -> str:
+        """Each backend with the open stores on it, for a start-up banner:
+        `clickhouse (trace), postgres (run, control)`."""
+        on: dict[str, list[str]] = {}
+        for name, store in self._by_name().items():
+            if store is not None:
+                on.setdefault(store.backend, []).append(name)
+        return ", ".join(f"{backend} ({', '.join(names)})" for backend, names in on.items())
+
     def pending_migrations(self) -> dict[str, list[str]]:
-        """Per store (trace, run, control), the migrations not yet applied."""
+        """Per open store (trace, run, control), the migrations not yet applied."""
         return {
-            "trace": self.trace.pending_migrations(),
-            "run": self.run.pending_migrations(),
-            "control": self.control.pending_migrations(),
+            name: store.pending_migrations()
+            for name, store in self._by_name().items()
+            if store is not None
         }
 
     def close(self) -> None:
@@ -91,11 +134,15 @@ class Stores:
         self._closed = True
         with ExitStack() as stack:
             # Callbacks run in reverse: control, run, then trace, each whatever the others did.
-            stack.callback(self.trace.close)
-            stack.callback(self.run.close)
-            stack.callback(self.control.close)
+            for store in self._by_name().values():
+                if store is not None:
+                    stack.callback(store.close)
             # First of all: the session store's index writer, before the trace engine goes.
-            stack.callback(self.sessions.close)
+            if self._sessions is not None:
+                stack.callback(self._sessions.close)
+
+    def _by_name(self) -> dict[str, MigratedStore | None]:
+        return {"trace": self._trace, "run": self._run, "control": self._control}
 
     def __enter__(self) -> Stores:
         return self
@@ -109,6 +156,15 @@ class Stores:
         self.close()
 
 
+_Opened = TypeVar("_Opened")
+
+
+def _opened(store: _Opened | None, name: str) -> _Opened:
+    if store is None:
+        raise LookupError(f"this process did not open the {name} store")
+    return store
+
+
 def open_stores(
     backend: str,
     *,
@@ -117,15 +173,21 @@ def open_stores(
     clickhouse_url: str | None,
     clock: Clock | None = None,
     migrate: bool = True,
+    stores: Collection[str] = STORE_NAMES,
 ) -> Stores:
-    """Open, migrate and return the three stores. `clock` is what the stores stamp rows with.
+    """Open, migrate and return the `stores` named (all three by default). `clock` is what the
+    stores stamp rows with.
 
     With `migrate=False` nothing is changed, so `Stores.pending_migrations` can be asked what a
     migration would apply.
 
     Raises InvalidArgument naming the setting at fault for an unknown backend or a bad or
-    missing URL, and Unavailable when a database cannot be reached.
+    missing URL (whichever stores are asked for: the settings describe the whole deployment),
+    Unavailable when a database cannot be reached, and ValueError for an unknown store name.
     """
+    unknown = set(stores) - STORE_NAMES
+    if unknown:
+        raise ValueError(f"unknown stores {sorted(unknown)}; choose from {sorted(STORE_NAMES)}")
     if backend not in BACKENDS:
         raise InvalidArgument(
             f"unknown storage backend {backend!r}; choose one of {', '.join(BACKENDS)}",
@@ -145,42 +207,57 @@ def open_stores(
 
     with ExitStack() as opened:
         # Anything opened before a failure is closed again by the ExitStack.
-        trace: TraceStore
-        sessions: ClosableSessionStore
-        if backend == "clickhouse":
-            assert clickhouse_url is not None
-            executor = open_executor(clickhouse_url)
-            opened.callback(executor.close)
-            trace = ClickHouseTraceStore(executor)
-            sessions = ClickHouseSessionStore(executor)
-        else:
-            trace_pg = pg_url if backend == "postgres" else None
-            sql_trace = SqlTraceStore(
-                _engine(trace_pg, data_dir / TRACE_DB, Synchronous.NORMAL, TRACE_CACHE_MIB)
+        trace: TraceStore | None = None
+        sessions: ClosableSessionStore | None = None
+        if "trace" in stores:
+            trace, sessions = _open_trace(opened, backend, data_dir, pg_url, clickhouse_url)
+        run = control = None
+        if "run" in stores:
+            run = SqlRunStore(_engine(pg_url, data_dir / RUN_DB, Synchronous.FULL))
+            opened.callback(run.close)
+        if "control" in stores:
+            control = SqlControlStore(
+                _engine(pg_url, data_dir / CONTROL_DB, Synchronous.FULL), clock=clock
             )
-            trace = sql_trace
-            opened.callback(trace.close)
-            index_dir = data_dir / SESSION_INDEX_DIR if backend == "sqlite" else None
-            sessions = SqlSessionStore(sql_trace.engine, index_dir=index_dir)
-            opened.callback(sessions.close)
-        run = SqlRunStore(_engine(pg_url, data_dir / RUN_DB, Synchronous.FULL))
-        opened.callback(run.close)
-        control = SqlControlStore(
-            _engine(pg_url, data_dir / CONTROL_DB, Synchronous.FULL), clock=clock
-        )
-        opened.callback(control.close)
+            opened.callback(control.close)
 
         for store, setting in (
             (control, POSTGRES_SETTING if pg_url else None),
             (run, POSTGRES_SETTING if pg_url else None),
             (trace, _trace_setting(backend)),
         ):
-            _connecting(store.migrate if migrate else store.pending_migrations, store, setting)
+            if store is not None:
+                action = store.migrate if migrate else store.pending_migrations
+                _connecting(action, store, setting)
         if migrate and isinstance(sessions, SqlSessionStore):
             # A crash between a write's commit and its index update, or a deleted index.
             sessions.reconcile_search_index()
         opened.pop_all()
-    return Stores(trace=trace, run=run, control=control, sessions=sessions)
+    return Stores(trace, run, control, sessions)
+
+
+def _open_trace(
+    opened: ExitStack,
+    backend: str,
+    data_dir: Path,
+    pg_url: URL | None,
+    clickhouse_url: str | None,
+) -> tuple[TraceStore, ClosableSessionStore]:
+    """The trace store of `backend` and the session read model in its database."""
+    if backend == "clickhouse":
+        assert clickhouse_url is not None
+        executor = open_executor(clickhouse_url)
+        opened.callback(executor.close)
+        return ClickHouseTraceStore(executor), ClickHouseSessionStore(executor)
+    trace_pg = pg_url if backend == "postgres" else None
+    trace = SqlTraceStore(
+        _engine(trace_pg, data_dir / TRACE_DB, Synchronous.NORMAL, TRACE_CACHE_MIB)
+    )
+    opened.callback(trace.close)
+    index_dir = data_dir / SESSION_INDEX_DIR if backend == "sqlite" else None
+    sessions = SqlSessionStore(trace.engine, index_dir=index_dir)
+    opened.callback(sessions.close)
+    return trace, sessions
 
 
 def _parse_postgres_url(url: str) -> URL:
@@ -203,9 +280,7 @@ def _trace_setting(backend: str) -> str | None:
     return {"postgres": POSTGRES_SETTING, "clickhouse": CLICKHOUSE_SETTING}.get(backend)
 
 
-def _connecting(
-    action: Callable[[], object], store: TraceStore | RunStore | ControlStore, setting: str | None
-) -> None:
+def _connecting(action: Callable[[], object], store: MigratedStore, setting: str | None) -> None:
     """Run `action` (the first database round trip), reporting an unreachable database."""
     try:
         action()

@@ -1,13 +1,16 @@
-"""The three storage interfaces: trace store, run store, control store.
+"""The three stores (trace, run, control), each the union of the narrow Protocols its consumers use.
 
-Each is a Protocol with one implementation per backend (SQLite and PostgreSQL through
-SQLAlchemy Core; the trace store also on ClickHouse). The surfaces are small on purpose: this is
-the lifecycle every store shares, and each feature adds the operations it needs.
+Each store has one implementation per backend (SQLite and PostgreSQL through SQLAlchemy Core;
+the trace store also on ClickHouse), and that one class implements every part. A consumer is
+typed with the parts it uses (the ingest writer with `BatchWrites`, the retention sweeper with
+`SignalRetention` and `ProjectCatalog`...), so a feature that adds operations adds a part, and
+what each service may do to a store reads from its constructor. The unions (`TraceStore`,
+`RunStore`, `ControlStore`) are for the composition root that opens the stores.
 
-All three are SYNCHRONOUS and blocking: database drivers block, and so does every method here.
-Async callers (gRPC servicers, the gateway) run them in a worker thread, e.g. with
-`asyncio.to_thread`, never on the event loop. Implementations are safe to call from several
-threads at once (connections come from a pool, one per call).
+Every method is SYNCHRONOUS and blocking: database drivers block. Async callers (gRPC servicers,
+the gateway) run them in a worker thread, e.g. with `asyncio.to_thread`, never on the event
+loop. Implementations are safe to call from several threads at once (connections come from a
+pool, one per call).
 """
 
 from __future__ import annotations
@@ -39,16 +42,12 @@ from mcpd.storage.run_records import RunErasure
 
 
 @runtime_checkable
-class TraceStore(Protocol):
-    """Spans, traces, logs, metrics, scores, feedback, aspect notes, themes and facets."""
+class MigratedStore(Protocol):
+    """The lifecycle every store shares: its backend, its schema migrations, closing."""
 
     @property
     def backend(self) -> str:
-        """Which backend this is: `sqlite`, `postgres` or `clickhouse`."""
-        ...
-
-    def capabilities(self) -> query_pb2.StoreCapabilities:
-        """What this backend can and cannot do, reported truthfully (see `capabilities`)."""
+        """Which backend this is: `sqlite`, `postgres` or (the trace store only) `clickhouse`."""
         ...
 
     def migrate(self) -> list[str]:
@@ -61,6 +60,27 @@ class TraceStore(Protocol):
     def pending_migrations(self) -> list[str]:
         """Migrations not yet applied, oldest first; changes nothing."""
         ...
+
+    def close(self) -> None:
+        """Release connections. Idempotent; the store is unusable afterwards."""
+        ...
+
+
+# --- the parts of the trace store ---------------------------------------------------------------
+
+
+@runtime_checkable
+class CapabilityReport(Protocol):
+    """What the trace store's backend can do (the query service's GetCapabilities)."""
+
+    def capabilities(self) -> query_pb2.StoreCapabilities:
+        """What this backend can and cannot do, reported truthfully (see `capabilities`)."""
+        ...
+
+
+@runtime_checkable
+class BatchWrites(Protocol):
+    """Ingest's group-committed writes of signal batches."""
 
     def write_batches(self, batches: Sequence[SignalBatch]) -> list[bool]:
         """Write several batches as ONE transaction (group commit); all of it or none of it.
@@ -76,6 +96,11 @@ class TraceStore(Protocol):
         """
         ...
 
+
+@runtime_checkable
+class HeldSpans(Protocol):
+    """Tail sampling's holding table: the traces waiting for a decision, and the decision."""
+
     def held_traces(self) -> list[HeldTrace]:
         """A summary of every trace with spans in the holding table (tail sampling)."""
         ...
@@ -85,6 +110,21 @@ class TraceStore(Protocol):
         move into `spans` (projection and facets maintained as in `write_batches`), those of
         the `drop` traces are deleted. Returns how many spans moved."""
         ...
+
+
+@runtime_checkable
+class FacetCounts(Protocol):
+    """How many values a facet holds (ingest bounds metric label cardinality with it)."""
+
+    def facet_value_count(self, project: str, facet: str, key: str) -> int:
+        """How many distinct values the facet table holds for (project, facet, key); `key` is
+        '' for every facet but `metric_label_value`."""
+        ...
+
+
+@runtime_checkable
+class TraceReads(Protocol):
+    """One trace with what hangs off it (the query service's GetTrace)."""
 
     def trace_records(
         self, project: str, trace_id: str, *, logs: bool, scores: bool, feedback: bool
@@ -103,10 +143,10 @@ class TraceStore(Protocol):
         stored with each span rather than from decoded rows (`mcpd.signals.documents`)."""
         ...
 
-    def facet_value_count(self, project: str, facet: str, key: str) -> int:
-        """How many distinct values the facet table holds for (project, facet, key); `key` is
-        '' for every facet but `metric_label_value`."""
-        ...
+
+@runtime_checkable
+class SessionSpans(Protocol):
+    """The spans of one session, across its traces (the sessions of traces are built from them)."""
 
     def session_spans(self, project: str, session_id: str, *, limit: int) -> list[SpanRow]:
         """The spans of one project whose `session_id` (correlation) is `session_id`, across
@@ -120,7 +160,11 @@ class TraceStore(Protocol):
         """
         ...
 
-    # --- reads of the query service (`mcpd.signals.queries` documents each question) ---------
+
+@runtime_checkable
+class SignalLists(Protocol):
+    """Pages of stored signals, metric points, facet values and deltas (`mcpd.signals.queries`
+    documents each question)."""
 
     def list_traces(self, project: str, query: TraceQuery) -> Page[TraceRow]:
         """One page of the project's trace rows, filtered and ordered as `query` says."""
@@ -149,21 +193,6 @@ class TraceStore(Protocol):
         (then metric_id); at most `limit` (the oldest ones)."""
         ...
 
-    def group_figures(
-        self, project: str, window: Window, group_by: str | None
-    ) -> list[GroupFigures]:
-        """Analytics over `window` (see `GroupFigures`): one row with key None when `group_by`
-        is None, else one row per group value, ordered by key. `group_by` is one of
-        `SPAN_GROUPS | TRACE_GROUPS` (the caller has checked)."""
-        ...
-
-    def cost_points(
-        self, project: str, window: Window, group_by: str | None, bucket_ns: int
-    ) -> list[CostPoint]:
-        """Spend per `bucket_ns`-wide bucket and group key over `window`, ordered by bucket
-        start then key; buckets without rows are left out."""
-        ...
-
     def discover(
         self, project: str, facet: str, key: str, prefix: str | None, limit: int
     ) -> list[tuple[str, int]]:
@@ -181,6 +210,31 @@ class TraceStore(Protocol):
         Unimplemented (field `signal`) on a backend whose capabilities deny delta_polling."""
         ...
 
+
+@runtime_checkable
+class SignalAnalytics(Protocol):
+    """Figures and spend over a window (the query service's analytics)."""
+
+    def group_figures(
+        self, project: str, window: Window, group_by: str | None
+    ) -> list[GroupFigures]:
+        """Analytics over `window` (see `GroupFigures`): one row with key None when `group_by`
+        is None, else one row per group value, ordered by key. `group_by` is one of
+        `SPAN_GROUPS | TRACE_GROUPS` (the caller has checked)."""
+        ...
+
+    def cost_points(
+        self, project: str, window: Window, group_by: str | None, bucket_ns: int
+    ) -> list[CostPoint]:
+        """Spend per `bucket_ns`-wide bucket and group key over `window`, ordered by bucket
+        start then key; buckets without rows are left out."""
+        ...
+
+
+@runtime_checkable
+class SignalErasure(Protocol):
+    """Deleting one trace, and erasing one subject, from the trace store."""
+
     def delete_trace(self, project: str, trace_id: str) -> int:
         """Delete one trace: its trace row, spans, held spans, and the logs, metrics, scores,
         feedback and aspect notes that name it. Returns how many records were removed
@@ -192,6 +246,11 @@ class TraceStore(Protocol):
         the session read model's sessions built from the erased traces or named by
         `subject.session_id`."""
         ...
+
+
+@runtime_checkable
+class SignalRetention(Protocol):
+    """What the retention sweeper deletes: aged records and forgotten ingest keys."""
 
     def apply_retention(self, project: str, cutoffs: Mapping[str, int]) -> dict[str, int]:
         """Delete the project's records whose `received_at` is before the cutoff (ns) of their
@@ -205,27 +264,32 @@ class TraceStore(Protocol):
         are deferred)."""
         ...
 
-    def close(self) -> None:
-        """Release connections. Idempotent; the store is unusable afterwards."""
-        ...
+
+@runtime_checkable
+class TraceStore(
+    MigratedStore,
+    CapabilityReport,
+    BatchWrites,
+    HeldSpans,
+    FacetCounts,
+    TraceReads,
+    SessionSpans,
+    SignalLists,
+    SignalAnalytics,
+    SignalErasure,
+    SignalRetention,
+    Protocol,
+):
+    """Spans, traces, logs, metrics, scores, feedback, aspect notes, themes and facets: every
+    part above, for the composition root."""
+
+
+# --- the parts of the run store -----------------------------------------------------------------
 
 
 @runtime_checkable
-class RunStore(Protocol):
-    """Definitions, runs, step attempts, run events, timers, waits, parked events, idempotency."""
-
-    @property
-    def backend(self) -> str:
-        """Which backend this is: `sqlite` or `postgres`."""
-        ...
-
-    def migrate(self) -> list[str]:
-        """Apply pending schema migrations; return what was applied, oldest first."""
-        ...
-
-    def pending_migrations(self) -> list[str]:
-        """Migrations not yet applied, oldest first; changes nothing."""
-        ...
+class RunSubjectErasure(Protocol):
+    """Erasing one subject's runs (the orchestrator's part of an erasure request)."""
 
     def erase_subject(self, project: str, user_ids: Sequence[str]) -> RunErasure:
         """Erase, in one transaction, the project's runs started with a correlation `user_id`
@@ -235,27 +299,58 @@ class RunStore(Protocol):
         `RunErasure`). No `user_ids` erases nothing."""
         ...
 
-    def close(self) -> None:
-        """Release connections. Idempotent; the store is unusable afterwards."""
+
+@runtime_checkable
+class RunStore(MigratedStore, RunSubjectErasure, Protocol):
+    """Definitions, runs, step attempts, run events, timers, waits, parked events, idempotency:
+    every part above, for the composition root (the orchestrator role owns this store)."""
+
+
+# --- the parts of the control store -------------------------------------------------------------
+
+
+@runtime_checkable
+class CredentialReads(Protocol):
+    """What authentication reads: key and session digests, and whether any credential exists."""
+
+    def find_key(self, digest: str) -> StoredKey | None:
+        """The key whose secret has this SHA-256 digest, revoked or not, or None."""
+        ...
+
+    def find_session(self, token_digest: str) -> StoredSession | None:
+        """The session whose token has this SHA-256 digest, expired or not, or None."""
+        ...
+
+    def has_credentials(self) -> bool:
+        """Whether any account or unrevoked key exists (local mode ends when one does)."""
         ...
 
 
 @runtime_checkable
-class ControlStore(Protocol):
-    """Projects, accounts, API key digests, sessions, the audit log and the price book."""
+class AuditWrites(Protocol):
+    """Appending to the audit log (the auth interceptor's sink)."""
 
-    @property
-    def backend(self) -> str:
-        """Which backend this is: `sqlite` or `postgres`."""
+    def append_audit(self, events: Sequence[account_pb2.AuditEvent]) -> None:
+        """Append audit events in one transaction. Nothing ever deletes them."""
         ...
 
-    def migrate(self) -> list[str]:
-        """Apply pending schema migrations; return what was applied, oldest first."""
+
+@runtime_checkable
+class AuditReads(Protocol):
+    """Reading the audit log (the query service's ListAuditEvents)."""
+
+    def list_audit(self, project: str, *, cursor: str | None, limit: int) -> AuditPage:
+        """A project's audit events, newest first, `limit` per page.
+
+        `cursor` is the opaque `next_cursor` of the previous page; a malformed one raises
+        InvalidArgument (field `cursor`).
+        """
         ...
 
-    def pending_migrations(self) -> list[str]:
-        """Migrations not yet applied, oldest first; changes nothing."""
-        ...
+
+@runtime_checkable
+class AccountRecords(Protocol):
+    """Accounts, their sessions and their API keys (the account service)."""
 
     def create_account(self, account: StoredAccount, project_name: str) -> None:
         """Store a new account and create its project, in one transaction.
@@ -272,20 +367,12 @@ class ControlStore(Protocol):
         """Store a session (its token's digest, never the token)."""
         ...
 
-    def find_session(self, token_digest: str) -> StoredSession | None:
-        """The session whose token has this SHA-256 digest, expired or not, or None."""
-        ...
-
     def delete_expired_sessions(self, now: datetime) -> int:
         """Remove sessions that expired before `now`; return how many."""
         ...
 
     def create_key(self, key: StoredKey) -> None:
         """Store an API key (its digest, never the secret)."""
-        ...
-
-    def find_key(self, digest: str) -> StoredKey | None:
-        """The key whose secret has this SHA-256 digest, revoked or not, or None."""
         ...
 
     def list_keys(self, account_email: str) -> list[StoredKey]:
@@ -296,21 +383,10 @@ class ControlStore(Protocol):
         """Revoke one of the account's keys; NotFound (field `id`) when it has no such key."""
         ...
 
-    def has_credentials(self) -> bool:
-        """Whether any account or unrevoked key exists (local mode ends when one does)."""
-        ...
 
-    def append_audit(self, events: Sequence[account_pb2.AuditEvent]) -> None:
-        """Append audit events in one transaction. Nothing ever deletes them."""
-        ...
-
-    def list_audit(self, project: str, *, cursor: str | None, limit: int) -> AuditPage:
-        """A project's audit events, newest first, `limit` per page.
-
-        `cursor` is the opaque `next_cursor` of the previous page; a malformed one raises
-        InvalidArgument (field `cursor`).
-        """
-        ...
+@runtime_checkable
+class ProjectCatalog(Protocol):
+    """Projects and their configured policies (retention, sampling, redaction, budget)."""
 
     def ensure_project(self, project_id: str, name: str) -> None:
         """Create the project if it does not exist. An existing project is left as it is."""
@@ -329,6 +405,11 @@ class ControlStore(Protocol):
         metadata from configuration (absent JSON fields cleared); created_at is kept."""
         ...
 
+
+@runtime_checkable
+class PriceOverrides(Protocol):
+    """Each project's overrides of the price book."""
+
     def set_price_overrides(
         self, project_id: str, prices: Mapping[str, Mapping[str, float]], currency: str = "USD"
     ) -> int:
@@ -341,6 +422,17 @@ class ControlStore(Protocol):
         """The project's current price override per model and meter."""
         ...
 
-    def close(self) -> None:
-        """Release connections. Idempotent; the store is unusable afterwards."""
-        ...
+
+@runtime_checkable
+class ControlStore(
+    MigratedStore,
+    CredentialReads,
+    AuditWrites,
+    AuditReads,
+    AccountRecords,
+    ProjectCatalog,
+    PriceOverrides,
+    Protocol,
+):
+    """Projects, accounts, API key digests, sessions, the audit log and the price book: every
+    part above, for the composition root (every role opens it, to authenticate)."""

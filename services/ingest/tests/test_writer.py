@@ -52,7 +52,7 @@ async def test_waiting_batches_share_one_transaction_and_replays_report_false(
 ) -> None:
     gated = GatedStore(stores.trace)
     clock = ManualClock()
-    writer = BatchWriter(gated, monotonic=clock.monotonic)  # type: ignore[arg-type]
+    writer = BatchWriter(gated, monotonic=clock.monotonic)
     writer.start()
     first = asyncio.create_task(writer.write(_batch("k1", "a" * 32)))
     await asyncio.to_thread(gated.entered.wait, 10)
@@ -81,7 +81,7 @@ async def test_waiting_batches_share_one_transaction_and_replays_report_false(
 
 async def test_a_failing_batch_fails_alone(stores: Stores) -> None:
     gated = GatedStore(stores.trace)
-    writer = BatchWriter(gated, monotonic=ManualClock().monotonic)  # type: ignore[arg-type]
+    writer = BatchWriter(gated, monotonic=ManualClock().monotonic)
     writer.start()
     blocker = asyncio.create_task(writer.write(_batch(None, "e" * 32)))
     await asyncio.to_thread(gated.entered.wait, 10)
@@ -106,7 +106,7 @@ async def test_a_failing_batch_fails_alone(stores: Stores) -> None:
 async def test_a_full_queue_refuses_with_resource_exhausted(stores: Stores) -> None:
     gated = GatedStore(stores.trace)
     writer = BatchWriter(
-        gated,  # type: ignore[arg-type]
+        gated,
         monotonic=ManualClock().monotonic,
         max_records=10,
         max_pending_records=10,

@@ -1,6 +1,7 @@
 """The MCP session tools' domain logic (spec/mcp-search-interface.md): validation, canonical
 requests, store calls, response shapes, cursors and envelopes. Transports call `SessionTools`."""
 
+from services.query.sessions.common import DEFAULT_EVENT_TYPES, SEARCHABLE_TYPES
 from services.query.sessions.envelope import ToolResult
 from services.query.sessions.paths import LaunchContext, discover_launch_context
 from services.query.sessions.schemas import (
@@ -15,8 +16,10 @@ from services.query.sessions.schemas import (
 from services.query.sessions.tools import SessionTools
 
 __all__ = [
+    "DEFAULT_EVENT_TYPES",
     "INPUT_SCHEMAS",
     "OUTPUT_SCHEMAS",
+    "SEARCHABLE_TYPES",
     "TOOLS",
     "TOOL_DESCRIPTIONS",
     "LaunchContext",

@@ -23,7 +23,9 @@ from mcpd.auth.keys_file import ConfiguredKey
 from mcpd.auth.metadata import client_address
 from mcpd.auth.principal import Principal, current_principal
 from mcpd.auth.tokens import digest
-from mcpd.model.v1 import account_pb2, enums_pb2, query_pb2
+from mcpd.ingest.v1 import ingest_service_pb2_grpc
+from mcpd.model.v1 import account_pb2, enums_pb2, query_pb2, telemetry_pb2
+from mcpd.orchestrator.v1 import orchestrator_service_pb2, orchestrator_service_pb2_grpc
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
 from mcpd.runtime.channels import open_channel
 from mcpd.runtime.clock import ManualClock
@@ -35,11 +37,14 @@ _Context = grpc.aio.ServicerContext[Any, Any]
 
 QUERY = "mcpd.query.v1.QueryService"
 ACCOUNT = "mcpd.account.v1.AccountService"
+ORCHESTRATOR = "mcpd.orchestrator.v1.OrchestratorService"
+INGEST = "mcpd.ingest.v1.IngestService"
 STREAMS = "mcpd.test.v1.Streams"
 
 READ_SECRET = "read-key-for-project-a"
 INGEST_SECRET = "ingest-key-for-project-a"
 ADMIN_SECRET = "admin-key-for-projects-a-and-b"
+SERVICE_SECRET = "mcpd_c_the-service-credential-of-this-deployment"
 
 CONFIGURED = (
     ConfiguredKey("reader", enums_pb2.KEY_SCOPE_READ, frozenset({"a"}), digest(READ_SECRET)),
@@ -131,6 +136,32 @@ class AccountServicer(account_service_pb2_grpc.AccountServiceServicer):
         return account_pb2.Account(email=principal.account_email or "", project=project)
 
 
+class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServicer):
+    """EraseSubjectRuns only: the internal RPC."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+
+    async def EraseSubjectRuns(  # noqa: N802
+        self, request: orchestrator_service_pb2.EraseSubjectRunsRequest, context: _Context
+    ) -> orchestrator_service_pb2.EraseSubjectRunsResponse:
+        self._recorder.calls.append(Call("EraseSubjectRuns", current_principal(), request))
+        return orchestrator_service_pb2.EraseSubjectRunsResponse(runs_erased=len(request.user_ids))
+
+
+class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
+    """Ingest only: a public RPC that services may call too."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+
+    async def Ingest(  # noqa: N802
+        self, request: telemetry_pb2.IngestBatch, context: _Context
+    ) -> telemetry_pb2.IngestResult:
+        self._recorder.calls.append(Call("Ingest", current_principal(), request))
+        return telemetry_pb2.IngestResult(accepted=len(request.spans))
+
+
 def _add_streams(recorder: Recorder, server: grpc.aio.Server) -> None:
     async def count(request: bytes, context: _Context) -> AsyncIterator[bytes]:
         for index in range(int(request.decode())):
@@ -212,6 +243,14 @@ class Served:
     def account(self) -> account_service_pb2_grpc.AccountServiceAsyncStub:
         return account_service_pb2_grpc.AccountServiceStub(self.channel)
 
+    @property
+    def orchestrator(self) -> orchestrator_service_pb2_grpc.OrchestratorServiceAsyncStub:
+        return orchestrator_service_pb2_grpc.OrchestratorServiceStub(self.channel)
+
+    @property
+    def ingest(self) -> ingest_service_pb2_grpc.IngestServiceAsyncStub:
+        return ingest_service_pb2_grpc.IngestServiceStub(self.channel)
+
     def session(self, email: str = "bob@example.com", project: str = "bobs") -> str:
         return self.store.add_session(
             email=email, project=project, now=self.clock.now(), ttl=timedelta(hours=1)
@@ -219,10 +258,19 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def serve(configured: tuple[ConfiguredKey, ...]) -> AsyncIterator[Served]:
-    """Start a server whose operator declared `configured` keys (none: local mode)."""
+async def serve(
+    configured: tuple[ConfiguredKey, ...], *, service_secret: str | None = SERVICE_SECRET
+) -> AsyncIterator[Served]:
+    """Start a server whose operator declared `configured` keys (none: local mode), accepting
+    `service_secret` as the service credential (None: no service credential)."""
     store, clock, recorder = MemoryControlStore(), ManualClock(), Recorder()
-    authenticator = Authenticator(store, configured, clock=clock, local_project="default")
+    authenticator = Authenticator(
+        store,
+        configured,
+        clock=clock,
+        local_project="default",
+        service_digest=digest(service_secret) if service_secret is not None else None,
+    )
     auth = AuthInterceptor(
         authenticator,
         StoreAuditSink(store),
@@ -241,6 +289,20 @@ async def serve(configured: tuple[ConfiguredKey, ...]) -> AsyncIterator[Served]:
             functools.partial(
                 account_service_pb2_grpc.add_AccountServiceServicer_to_server,
                 AccountServicer(recorder),
+            ),
+        ),
+        ServiceRegistration(
+            ORCHESTRATOR,
+            functools.partial(
+                orchestrator_service_pb2_grpc.add_OrchestratorServiceServicer_to_server,
+                OrchestratorServicer(recorder),
+            ),
+        ),
+        ServiceRegistration(
+            INGEST,
+            functools.partial(
+                ingest_service_pb2_grpc.add_IngestServiceServicer_to_server,
+                IngestServicer(recorder),
             ),
         ),
         ServiceRegistration(STREAMS, functools.partial(_add_streams, recorder)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 import pytest
+from google.api import annotations_pb2
 from google.protobuf import descriptor_pb2, descriptor_pool
 
 from mcpd.auth.access import (
@@ -69,7 +70,18 @@ def test_otlp_export_needs_ingest_and_is_not_audited_when_allowed(path: str) -> 
 
 def test_every_rule_grants_exactly_one_way_in() -> None:
     for rule in access_rules().values():
-        assert [rule.open, rule.session, rule.scope != UNSPECIFIED].count(True) == 1, rule
+        ways = [rule.open, rule.session, rule.scope != UNSPECIFIED, rule.internal]
+        assert ways.count(True) == 1, rule
+
+
+def test_the_service_credential_reaches_run_erasure_and_ingest_and_nothing_else() -> None:
+    accepting = {path for path, rule in access_rules().items() if rule.accepts_service}
+    assert accepting == {
+        "/mcpd.orchestrator.v1.OrchestratorService/EraseSubjectRuns",
+        "/mcpd.ingest.v1.IngestService/Ingest",
+    }
+    internal = [path for path, rule in access_rules().items() if rule.internal]
+    assert internal == ["/mcpd.orchestrator.v1.OrchestratorService/EraseSubjectRuns"]
 
 
 @pytest.mark.parametrize(
@@ -108,7 +120,16 @@ def test_every_rule_grants_exactly_one_way_in() -> None:
         ),
         (
             "/mcpd.ingest.v1.IngestService/Ingest",
-            AccessRule("mcpd.ingest.v1.IngestService.Ingest", INGEST),
+            AccessRule("mcpd.ingest.v1.IngestService.Ingest", INGEST, service=True),
+        ),
+        (
+            "/mcpd.orchestrator.v1.OrchestratorService/EraseSubjectRuns",
+            AccessRule(
+                "mcpd.orchestrator.v1.OrchestratorService.EraseSubjectRuns",
+                UNSPECIFIED,
+                internal=True,
+                audit_action="erase_subject_runs",
+            ),
         ),
     ],
 )
@@ -165,8 +186,50 @@ def test_an_incoherent_access_option_fails_the_build(
     access.open, access.session, access.scope = open_, session, scope
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
-    with pytest.raises(ValueError, match="exactly one of open, session, scope"):
+    with pytest.raises(ValueError, match="exactly one of open, session, scope, internal"):
         build_rules([pool.FindServiceByName("t.v1.Bare")])
+
+
+def _built(access: access_pb2.Access, *, route: bool = False) -> dict[str, AccessRule]:
+    file = _service_without_option()
+    options = file.service[0].method[0].options
+    options.Extensions[access_pb2.access].CopyFrom(access)
+    if route:
+        options.Extensions[annotations_pb2.http].post = "/v1/api/do"
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return build_rules([pool.FindServiceByName("t.v1.Bare")])
+
+
+@pytest.mark.parametrize(
+    ("access", "route", "problem"),
+    [
+        # Internal is a way in of its own, never beside another one.
+        (access_pb2.Access(internal=True, scope=ADMIN), False, "exactly one of"),
+        (access_pb2.Access(internal=True, open=True), False, "exactly one of"),
+        (access_pb2.Access(internal=True, session=True), False, "exactly one of"),
+        # A REST route would let the gateway's clients reach it.
+        (access_pb2.Access(internal=True), True, "cannot have a google.api.http route"),
+        # `service` widens a scope; with nothing to widen it would open the method.
+        (access_pb2.Access(service=True, open=True), False, "beside a scope"),
+        (access_pb2.Access(service=True, session=True), False, "beside a scope"),
+        (access_pb2.Access(service=True, internal=True), False, "beside a scope"),
+    ],
+)
+def test_an_inconsistent_service_rule_fails_the_build(
+    access: access_pb2.Access, route: bool, problem: str
+) -> None:
+    with pytest.raises(ValueError, match=problem):
+        _built(access, route=route)
+
+
+def test_consistent_service_rules_build() -> None:
+    (internal,) = _built(access_pb2.Access(internal=True)).values()
+    assert (internal.internal, internal.accepts_service) == (True, True)
+    (widened,) = _built(access_pb2.Access(scope=INGEST, service=True), route=True).values()
+    assert (widened.service, widened.accepts_service, widened.scope) == (True, True, INGEST)
+    (plain,) = _built(access_pb2.Access(scope=INGEST), route=True).values()
+    assert not plain.accepts_service
 
 
 # Scope table: granted (row) x needed (column). Admin covers execute and worker, nothing else.

@@ -80,3 +80,32 @@ def test_a_project_not_granted_is_refused() -> None:
     assert (caught.value.field, caught.value.reason) == ("project", "PROJECT_NOT_GRANTED")
     with pytest.raises(PermissionDenied):
         resolve_project(ANON, "other")
+
+
+SERVICE = Principal(PrincipalKind.SERVICE, "service:query", frozenset(), frozenset())
+ERASE_RUNS = RULES["/mcpd.orchestrator.v1.OrchestratorService/EraseSubjectRuns"]
+INGEST = RULES["/mcpd.ingest.v1.IngestService/Ingest"]
+
+
+def test_a_service_passes_only_the_rules_that_accept_services() -> None:
+    authorize(SERVICE, ERASE_RUNS)
+    authorize(SERVICE, INGEST)
+    authorize(SERVICE, SIGNUP)  # open: anyone
+    for rule in (GET_TRACE, DELETE_TRACE, CLAIM, GET_ACCOUNT):
+        with pytest.raises(PermissionDenied) as caught:
+            authorize(SERVICE, rule)
+        assert caught.value.reason == "SERVICE_NOT_ACCEPTED"
+
+
+def test_an_internal_rule_refuses_every_other_principal() -> None:
+    for principal in (_key(*ALL_SCOPES), SESSION, ANON):
+        with pytest.raises(PermissionDenied) as caught:
+            authorize(principal, ERASE_RUNS)
+        assert caught.value.reason == "INTERNAL_RPC"
+
+
+def test_a_service_reaches_the_project_it_names_and_must_name_one() -> None:
+    assert resolve_project(SERVICE, "any-project") == "any-project"
+    with pytest.raises(InvalidArgument) as caught:
+        resolve_project(SERVICE, "")
+    assert (caught.value.reason, caught.value.field) == ("PROJECT_REQUIRED", "project")

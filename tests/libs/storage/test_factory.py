@@ -144,3 +144,53 @@ def test_close_is_idempotent(tmp_path: Path) -> None:
     stores = open_stores("sqlite", data_dir=tmp_path, postgres_url=None, clickhouse_url=None)
     stores.close()
     stores.close()
+
+
+def test_a_process_opens_only_the_stores_it_names(tmp_path: Path) -> None:
+    with open_stores(
+        "sqlite",
+        data_dir=tmp_path,
+        postgres_url=None,
+        clickhouse_url=None,
+        stores={"run", "control"},
+    ) as s:
+        assert s.names == {"run", "control"}
+        assert s.run.migrate() == []
+        assert set(s.pending_migrations()) == {"run", "control"}
+        assert s.describe() == "sqlite (run, control)"
+        for missing in ("trace", "sessions"):
+            with pytest.raises(LookupError, match="did not open the trace store"):
+                getattr(s, missing)
+    # Neither the trace database nor the session search index was created.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["control.db", "run.db"]
+
+    with open_stores(
+        "sqlite", data_dir=tmp_path, postgres_url=None, clickhouse_url=None, stores={"control"}
+    ) as s:
+        with pytest.raises(LookupError, match="did not open the run store"):
+            _ = s.run
+        assert s.describe() == "sqlite (control)"
+
+
+@pytest.mark.postgres
+def test_the_trace_store_alone_is_opened_on_its_own_backend(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    with open_stores(
+        "clickhouse",
+        data_dir=tmp_path,
+        postgres_url=postgres_url,
+        clickhouse_url=f"chdb://{tmp_path}/clickhouse",
+        stores={"trace", "control"},
+    ) as s:
+        assert s.describe() == "clickhouse (trace), postgres (control)"
+        with pytest.raises(LookupError):
+            _ = s.run
+
+
+def test_an_unknown_store_is_refused_before_anything_opens(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown stores"):
+        open_stores(
+            "sqlite", data_dir=tmp_path, postgres_url=None, clickhouse_url=None, stores={"runs"}
+        )
+    assert list(tmp_path.iterdir()) == []

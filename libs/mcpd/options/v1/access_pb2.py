@@ -26,7 +26,7 @@ from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor
 from mcpd.model.v1 import enums_pb2 as mcpd_dot_model_dot_v1_dot_enums__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cmcpd/options/v1/access.proto\x12\x0fmcpd.options.v1\x1a google/protobuf/descriptor.proto\x1a\x19mcpd/model/v1/enums.proto\"\x80\x01\n\x06\x41\x63\x63\x65ss\x12&\n\x05scope\x18\x01 \x01(\x0e\x32\x17.mcpd.model.v1.KeyScope\x12\x0c\n\x04open\x18\x02 \x01(\x08\x12\x0f\n\x07session\x18\x03 \x01(\x08\x12\x14\n\x0c\x61udit_action\x18\x04 \x01(\t\x12\x19\n\x11unaudited_because\x18\x05 \x01(\t:I\n\x06\x61\x63\x63\x65ss\x12\x1e.google.protobuf.MethodOptions\x18\xb4\x87\x03 \x01(\x0b\x32\x17.mcpd.options.v1.Accessb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cmcpd/options/v1/access.proto\x12\x0fmcpd.options.v1\x1a google/protobuf/descriptor.proto\x1a\x19mcpd/model/v1/enums.proto\"\xa3\x01\n\x06\x41\x63\x63\x65ss\x12&\n\x05scope\x18\x01 \x01(\x0e\x32\x17.mcpd.model.v1.KeyScope\x12\x0c\n\x04open\x18\x02 \x01(\x08\x12\x0f\n\x07session\x18\x03 \x01(\x08\x12\x14\n\x0c\x61udit_action\x18\x04 \x01(\t\x12\x19\n\x11unaudited_because\x18\x05 \x01(\t\x12\x10\n\x08internal\x18\x06 \x01(\x08\x12\x0f\n\x07service\x18\x07 \x01(\x08:I\n\x06\x61\x63\x63\x65ss\x12\x1e.google.protobuf.MethodOptions\x18\xb4\x87\x03 \x01(\x0b\x32\x17.mcpd.options.v1.Accessb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,5 +34,5 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mcpd.options.v1.access_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ACCESS']._serialized_start=111
-  _globals['_ACCESS']._serialized_end=239
+  _globals['_ACCESS']._serialized_end=274
 # @@protoc_insertion_point(module_scope)

@@ -32,6 +32,8 @@ class Access(_message.Message):
     SESSION_FIELD_NUMBER: _builtins.int
     AUDIT_ACTION_FIELD_NUMBER: _builtins.int
     UNAUDITED_BECAUSE_FIELD_NUMBER: _builtins.int
+    INTERNAL_FIELD_NUMBER: _builtins.int
+    SERVICE_FIELD_NUMBER: _builtins.int
     scope: _enums_pb2.KeyScope.ValueType
     """The key scope the method needs. admin is also accepted where execute or worker is needed."""
     open: _builtins.bool
@@ -47,6 +49,17 @@ class Access(_message.Message):
     marked (mcpd.model.v1.payload)), such as a write that only echoes what the caller sent.
     A method whose response reaches payload sets exactly one of this and audit_action.
     """
+    internal: _builtins.bool
+    """True when only mcpd's own services may call the method, with the internal service credential
+    (metadata x-mcpd-service-credential, never authorization): no API key, account session or
+    local-mode caller is accepted, and the method has no REST route. Set instead of open, session
+    and scope.
+    """
+    service: _builtins.bool
+    """True when the internal service credential is accepted besides keys of the method's scope: a
+    public method that a service also calls on another in the background (the span writes of a
+    timer). Needs a scope; a method without it refuses the service credential.
+    """
     def __init__(
         self,
         *,
@@ -55,10 +68,12 @@ class Access(_message.Message):
         session: _builtins.bool = ...,
         audit_action: _builtins.str = ...,
         unaudited_because: _builtins.str = ...,
+        internal: _builtins.bool = ...,
+        service: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit_action", b"audit_action", "open", b"open", "scope", b"scope", "session", b"session", "unaudited_because", b"unaudited_because"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["audit_action", b"audit_action", "internal", b"internal", "open", b"open", "scope", b"scope", "service", b"service", "session", b"session", "unaudited_because", b"unaudited_because"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

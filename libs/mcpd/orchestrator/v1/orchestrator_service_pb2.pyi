@@ -397,3 +397,65 @@ class FailStepRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___FailStepRequest: _TypeAlias = FailStepRequest  # noqa: Y015
+
+@_typing.final
+class EraseSubjectRunsRequest(_message.Message):
+    """Whose runs to erase."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    USER_IDS_FIELD_NUMBER: _builtins.int
+    project: _builtins.str
+    """The project the erasure runs in; required (the service credential reaches every project)."""
+    @_builtins.property
+    def user_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The user ids a run's correlation is matched on: the keyed hash of the subject's user_id and
+        the plain id, as the query service received and hashed it. None erases nothing.
+        """
+
+    def __init__(
+        self,
+        *,
+        project: _builtins.str = ...,
+        user_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project", b"project", "user_ids", b"user_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EraseSubjectRunsRequest: _TypeAlias = EraseSubjectRunsRequest  # noqa: Y015
+
+@_typing.final
+class EraseSubjectRunsResponse(_message.Message):
+    """What the run erasure did: the run counts of mcpd.model.v1.ErasureResult."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUNS_ERASED_FIELD_NUMBER: _builtins.int
+    RUNS_IN_FLIGHT_FIELD_NUMBER: _builtins.int
+    IN_FLIGHT_ROOTS_FIELD_NUMBER: _builtins.int
+    runs_erased: _builtins.int
+    """How many runs were removed, the subject's own and the other runs of their trees."""
+    runs_in_flight: _builtins.int
+    """How many of the subject's runs were left in place because a run of their tree has not ended."""
+    @_builtins.property
+    def in_flight_roots(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The root run ids of the trees left in place, sorted."""
+
+    def __init__(
+        self,
+        *,
+        runs_erased: _builtins.int = ...,
+        runs_in_flight: _builtins.int = ...,
+        in_flight_roots: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["in_flight_roots", b"in_flight_roots", "runs_erased", b"runs_erased", "runs_in_flight", b"runs_in_flight"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EraseSubjectRunsResponse: _TypeAlias = EraseSubjectRunsResponse  # noqa: Y015

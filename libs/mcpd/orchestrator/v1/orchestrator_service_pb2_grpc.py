@@ -121,6 +121,11 @@ class OrchestratorServiceStub:
                 request_serializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.FailStepRequest.SerializeToString,
                 response_deserializer=mcpd_dot_model_dot_v1_dot_runs__pb2.StepAck.FromString,
                 _registered_method=True)
+        self.EraseSubjectRuns = channel.unary_unary(
+                '/mcpd.orchestrator.v1.OrchestratorService/EraseSubjectRuns',
+                request_serializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.EraseSubjectRunsRequest.SerializeToString,
+                response_deserializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.EraseSubjectRunsResponse.FromString,
+                _registered_method=True)
 
 
 class OrchestratorServiceServicer:
@@ -246,6 +251,14 @@ class OrchestratorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def EraseSubjectRuns(self, request, context):
+        """Erase one subject's runs: the run store's part of QueryService.Erase, which calls it with the
+        service credential. Internal: no client may call it, and it has no REST route.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OrchestratorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -333,6 +346,11 @@ def add_OrchestratorServiceServicer_to_server(servicer, server):
                     servicer.FailStep,
                     request_deserializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.FailStepRequest.FromString,
                     response_serializer=mcpd_dot_model_dot_v1_dot_runs__pb2.StepAck.SerializeToString,
+            ),
+            'EraseSubjectRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.EraseSubjectRuns,
+                    request_deserializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.EraseSubjectRunsRequest.FromString,
+                    response_serializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.EraseSubjectRunsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -795,6 +813,33 @@ class OrchestratorService:
             '/mcpd.orchestrator.v1.OrchestratorService/FailStep',
             mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.FailStepRequest.SerializeToString,
             mcpd_dot_model_dot_v1_dot_runs__pb2.StepAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EraseSubjectRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.orchestrator.v1.OrchestratorService/EraseSubjectRuns',
+            mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.EraseSubjectRunsRequest.SerializeToString,
+            mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.EraseSubjectRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,

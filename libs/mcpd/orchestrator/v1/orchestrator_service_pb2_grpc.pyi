@@ -68,6 +68,10 @@ class OrchestratorServiceStub:
     """Report a step's output."""
     FailStep: _grpc.UnaryUnaryMultiCallable[_orchestrator_service_pb2.FailStepRequest, _runs_pb2.StepAck]
     """Report a step's failure."""
+    EraseSubjectRuns: _grpc.UnaryUnaryMultiCallable[_orchestrator_service_pb2.EraseSubjectRunsRequest, _orchestrator_service_pb2.EraseSubjectRunsResponse]
+    """Erase one subject's runs: the run store's part of QueryService.Erase, which calls it with the
+    service credential. Internal: no client may call it, and it has no REST route.
+    """
 
 @_typing.type_check_only
 class OrchestratorServiceAsyncStub(OrchestratorServiceStub):
@@ -108,6 +112,10 @@ class OrchestratorServiceAsyncStub(OrchestratorServiceStub):
     """Report a step's output."""
     FailStep: _aio.UnaryUnaryMultiCallable[_orchestrator_service_pb2.FailStepRequest, _runs_pb2.StepAck]  # type: ignore[assignment]
     """Report a step's failure."""
+    EraseSubjectRuns: _aio.UnaryUnaryMultiCallable[_orchestrator_service_pb2.EraseSubjectRunsRequest, _orchestrator_service_pb2.EraseSubjectRunsResponse]  # type: ignore[assignment]
+    """Erase one subject's runs: the run store's part of QueryService.Erase, which calls it with the
+    service credential. Internal: no client may call it, and it has no REST route.
+    """
 
 class OrchestratorServiceServicer:
     """Durable workflow runs: definitions, runs, events, workers and leases."""
@@ -230,5 +238,14 @@ class OrchestratorServiceServicer:
         context: _ServicerContext,
     ) -> _typing.Union[_runs_pb2.StepAck, _abc.Awaitable[_runs_pb2.StepAck]]:
         """Report a step's failure."""
+
+    def EraseSubjectRuns(
+        self,
+        request: _orchestrator_service_pb2.EraseSubjectRunsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_orchestrator_service_pb2.EraseSubjectRunsResponse, _abc.Awaitable[_orchestrator_service_pb2.EraseSubjectRunsResponse]]:
+        """Erase one subject's runs: the run store's part of QueryService.Erase, which calls it with the
+        service credential. Internal: no client may call it, and it has no REST route.
+        """
 
 def add_OrchestratorServiceServicer_to_server(servicer: OrchestratorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
