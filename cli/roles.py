@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import secrets
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -27,6 +24,7 @@ from mcpd.auth.throttle import LoginThrottle
 from mcpd.redaction import Redactor
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.config import Settings
+from mcpd.runtime.data_dir import write_private_once
 from mcpd.runtime.errors import FailedPrecondition
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.storage import Stores
@@ -192,17 +190,7 @@ def cursor_key(data_dir: Path) -> bytes:
     """
     path = data_dir / CURSOR_KEY_FILE
     if not path.exists():
-        data_dir.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=data_dir, prefix=f".{CURSOR_KEY_FILE}.")
-        try:
-            with os.fdopen(handle, "wb") as file:  # mkstemp made it with mode 0600
-                file.write(secrets.token_bytes(CURSOR_KEY_BYTES))
-                file.flush()
-                os.fsync(file.fileno())
-            with contextlib.suppress(FileExistsError):  # another process was first: use theirs
-                os.link(temporary, path)
-        finally:
-            os.unlink(temporary)
+        write_private_once(path, secrets.token_bytes(CURSOR_KEY_BYTES))
     key = path.read_bytes()
     if len(key) < CURSOR_KEY_BYTES:
         raise FailedPrecondition(

@@ -16,16 +16,14 @@ Which RPCs accept it is declared in the protos (`internal`, `service` in the acc
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import secrets
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mcpd.auth.metadata import SERVICE_CREDENTIAL
 from mcpd.auth.tokens import digest, new_service_credential
+from mcpd.runtime.data_dir import write_private_once
 from mcpd.runtime.errors import FailedPrecondition
 
 __all__ = [
@@ -72,7 +70,7 @@ def load_or_create_service_credential(path: Path) -> ServiceCredential:
     if existing is not None:
         return existing
     try:
-        created = _create_once(path, (new_service_credential() + "\n").encode("ascii"))
+        created = write_private_once(path, (new_service_credential() + "\n").encode("ascii"))
     except OSError as error:
         raise FailedPrecondition(
             f"{path}: cannot create the service credential: {error.strerror}"
@@ -109,28 +107,3 @@ def _read(path: Path) -> ServiceCredential | None:
             extra={"path": str(path)},
         )
     return ServiceCredential(text)
-
-
-def _create_once(path: Path, content: bytes) -> bool:
-    """Create `path` holding `content`, mode 0600, unless it exists; whether this call made it.
-
-    Written and synced to a private temporary file in the same directory, then hard-linked into
-    place, which fails when another process got there first (its file stays): processes sharing
-    the directory agree on one credential, and a crash never leaves a partial file behind.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(content)
-            file.flush()
-            os.fsync(file.fileno())
-        try:
-            os.link(temporary, path)
-        except FileExistsError:
-            return False
-        return True
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()

@@ -8,14 +8,13 @@ anything, but every digest computed afterwards differs from the stored ones: gro
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import secrets
 import stat
 from pathlib import Path
 from typing import Final
 
+from mcpd.runtime.data_dir import write_private_once
 from mcpd.runtime.errors import FailedPrecondition
 
 __all__ = ["KEY_BYTES", "load_or_create_key"]
@@ -37,25 +36,8 @@ def load_or_create_key(path: Path) -> bytes:
     existing = _read(path)
     if existing is not None:
         return existing
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_bytes(KEY_BYTES)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(descriptor, "wb") as file:
-            file.write(key)
-            file.flush()
-            os.fsync(file.fileno())
-        try:
-            os.link(temporary, path)
-        except FileExistsError:
-            pass  # another process created it first; use theirs
-        else:
-            _sync_directory(path.parent)
-            log.info("created the redaction key", extra={"path": str(path)})
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
+    if write_private_once(path, secrets.token_bytes(KEY_BYTES)):
+        log.info("created the redaction key", extra={"path": str(path)})
     loaded = _read(path)
     if loaded is None:  # pragma: no cover - removed between link and read
         raise FailedPrecondition(f"{path}: the redaction key disappeared while being created")
@@ -81,18 +63,3 @@ def _read(path: Path) -> bytes | None:
             extra={"path": str(path)},
         )
     return data
-
-
-def _sync_directory(directory: Path) -> None:
-    """Make the new directory entry durable (best effort: not every platform can open a
-    directory)."""
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)

@@ -19,10 +19,12 @@ the lock when its holder exits, however it exits: no stale locks.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
 import os
+import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,7 @@ __all__ = [
     "LockHolder",
     "Tightened",
     "open_data_dir",
+    "write_private_once",
 ]
 
 LOCK_FILE = "mcpd.lock"
@@ -224,3 +227,42 @@ def _holder(fd: int) -> LockHolder | None:
         return LockHolder(int(found["pid"]), found.get("grpc") or None)
     except (OSError, ValueError, TypeError, KeyError):
         return None
+
+
+def write_private_once(path: Path, content: bytes) -> bool:
+    """Create `path` holding `content`, mode 0600, unless it exists; whether this call made it.
+
+    Written and synced to a private temporary file in the same directory, then hard-linked into
+    place, which fails when another process got there first (its file stays): processes sharing
+    a directory agree on one file (a key, a credential), and a crash never leaves a partial one.
+    The new directory entry is synced too (where the platform can open a directory).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            file.write(content)
+            file.flush()
+            os.fsync(file.fileno())
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            return False
+        _sync_directory(path.parent)
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temporary.unlink()
+
+
+def _sync_directory(directory: Path) -> None:
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
