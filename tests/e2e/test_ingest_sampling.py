@@ -100,6 +100,19 @@ def _stored(http: httpx.Client, trace_ids: list[str]) -> dict[str, int]:
     return stored
 
 
+def _after_a_sweep(http: httpx.Client, start: int, end: int) -> str:
+    """Return once a sweep that began after this call has finished; the probe trace's id.
+
+    A trace sent now is decided by a later sweep than any that ran before: once it is stored,
+    that sweep has finished (sweeps run one at a time), so every decision about what was sent
+    before has been made, applied and remembered."""
+    probe_id = new_trace_id()
+    probe = simple_trace(probe_id, start_ns=start, end_ns=end, failing_child=True)
+    assert _ingest(http, probe)["accepted"] == 2
+    _poll(lambda: _stored(http, [probe_id]) == {probe_id: 2}, what="the probe trace stored")
+    return probe_id
+
+
 def _ingest(http: httpx.Client, spans: list[dict[str, Any]]) -> dict[str, Any]:
     answer = http.post("/v1/api/ingest", json={"spans": spans})
     assert answer.status_code == 200, answer.text
@@ -223,25 +236,22 @@ def test_tail_sampling_keeps_errors_and_slow_traces_and_stragglers_follow_the_de
             lambda: _stored(http, list(kept)) == {trace_id: 2 for trace_id in kept},
             what="every error trace and the slow trace stored whole",
         )
-        # A trace sent now is decided by a later sweep than the one that decided the batch:
-        # once it is stored, that sweep has finished (sweeps run one at a time), so every
-        # decision about the batch has been made, applied and remembered.
-        probe_id = new_trace_id()
-        probe = simple_trace(probe_id, start_ns=start, end_ns=end, failing_child=True)
-        assert _ingest(http, probe)["accepted"] == 2
-        _poll(lambda: _stored(http, [probe_id]) == {probe_id: 2}, what="the probe trace stored")
+        probes = [_after_a_sweep(http, start, end)]
         dropped_after_decision = _stored(http, list(fast_ok))
 
-        # Stragglers: a span of a kept trace lands in it; one of a dropped trace does not.
+        # Stragglers: a span of a kept trace lands in it; one of a dropped trace does not. One
+        # that reaches the sweeping server follows its remembered decision at once; one held by
+        # another server follows it at the next sweep.
         kept_id, dropped_id = next(iter(failing)), next(iter(fast_ok))
         late_kept = child_span(kept_id, failing[kept_id][0]["span_id"], start_ns=start, end_ns=end)
         late_dropped = child_span(
             dropped_id, fast_ok[dropped_id][0]["span_id"], start_ns=start, end_ns=end
         )
         late = _ingest(http, [late_kept, late_dropped])
+        probes.append(_after_a_sweep(http, start, end))
         after_stragglers = _stored(http, [kept_id, dropped_id])
         # Stopped before the dropped trace's straggler could have been decided on its own
-        # (max_wait_s after it arrived), had it been held rather than discarded.
+        # (max_wait_s after it arrived): the trace's remembered verdict decided it.
         daemon.stop()
         assert daemon.returncode == 0, daemon.stderr_tail
         tables = stored_tables(env, daemon.data_dir)
@@ -256,7 +266,7 @@ def test_tail_sampling_keeps_errors_and_slow_traces_and_stragglers_follow_the_de
     assert _rows(tables, "held_spans") == ""
     for table in ("spans", "traces"):
         rows = _rows(tables, table)
-        assert all(trace_id in rows for trace_id in [*kept, probe_id]), table
+        assert all(trace_id in rows for trace_id in [*kept, *probes]), table
         assert not any(trace_id in rows for trace_id in fast_ok), table
     spans_rows = _rows(tables, "spans")
     assert late_kept["span_id"] in spans_rows
