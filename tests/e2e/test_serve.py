@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from mcpd import codec
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
 from mcpd.runtime.config import load_settings
 from mcpd.testing.daemon import DaemonProcess, DaemonStartError
+from mcpd.testing.eventually import eventually
 from tests.e2e.conftest import BACKENDS, INGEST_WORKERS, storage_env
 
 pytestmark = pytest.mark.e2e
@@ -177,10 +177,12 @@ def test_gateway_and_ingest_workers_run_in_their_own_processes_and_die_with_the_
         assert httpx.get(f"{daemon.http_url}/v1/api/capabilities", timeout=10).status_code == 200
 
         os.kill(daemon.pid, signal.SIGKILL)  # the parent only, not the group
-        deadline = time.monotonic() + 5
-        while any(_alive(pid) for pid in [gateway, *workers]) or _accepts(daemon.http_addr):
-            assert time.monotonic() < deadline, "a child outlived its parent"
-            time.sleep(0.05)
+
+        def children_gone() -> None:
+            assert not any(_alive(pid) for pid in [gateway, *workers]), "a child outlived it"
+            assert not _accepts(daemon.http_addr), "the gateway still accepts connections"
+
+        eventually(children_gone, timeout=5)
     assert daemon.returncode == -signal.SIGKILL
 
 

@@ -39,6 +39,9 @@ server.serve_forever()
 server.server_close()
 """
 
+# Each stand-in daemon is a child process.
+pytestmark = pytest.mark.e2e
+
 
 def _fake(tmp_path: Path, *args: str) -> list[str]:
     script = tmp_path / "fake_daemon.py"

@@ -23,6 +23,7 @@ with IngestLock(Path(sys.argv[1])):
 """
 
 
+@pytest.mark.e2e  # the first holder is another process
 def test_a_second_holder_is_refused_with_the_first_ones_pid(tmp_path: Path) -> None:
     path = ingest_lock_path(tmp_path)
     assert path == tmp_path / "sessions" / "ingest.lock"
