@@ -32,20 +32,31 @@ def eventually(check: Callable[[], T], *, timeout: float = 10.0, interval: float
             time.sleep(waits.next_delay(failure))
 
 
+# `timeout` as in the sync form: it bounds the retrying, which asyncio.timeout cannot express
+# (a try in progress is never cancelled), hence the ASYNC109 exceptions.
 @overload
 async def eventually_async(
-    check: Callable[[], Awaitable[T]], *, timeout: float = ..., interval: float = ...
+    check: Callable[[], Awaitable[T]],
+    *,
+    timeout: float = ...,  # noqa: ASYNC109
+    interval: float = ...,
 ) -> T: ...
 
 
 @overload
 async def eventually_async(
-    check: Callable[[], T], *, timeout: float = ..., interval: float = ...
+    check: Callable[[], T],
+    *,
+    timeout: float = ...,  # noqa: ASYNC109
+    interval: float = ...,
 ) -> T: ...
 
 
 async def eventually_async(
-    check: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.1
+    check: Callable[[], Any],
+    *,
+    timeout: float = 10.0,  # noqa: ASYNC109
+    interval: float = 0.1,
 ) -> Any:
     """The asynchronous form: ``check`` may be a coroutine function (awaited each time) or a
     plain function; the event loop runs between tries."""

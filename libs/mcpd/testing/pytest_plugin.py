@@ -3,10 +3,11 @@ keeps daemons out of the fast lane, and the migrated store templates every test 
 
 ``make test-fast`` runs ``-m "not e2e"``: the edit loop, without daemons. What keeps a daemon
 out of it is a check in every lane, not only the fast one: a test that is not marked ``e2e``
-and starts a child process (``mcpd serve``, a Python child, the OpenTelemetry JS exporter...)
-fails on the spot, so a missing marker shows in the first run that has the test, whichever.
-Tools that are not ours and return at once may run anywhere: ``git``, which some tests use to
-lay out a repository, and ``grpcurl``, a client of an in-process server.
+and starts a process of ours fails on the spot, so a missing marker shows in the first run that
+has the test, whichever. A process of ours is a Python interpreter (whatever it runs: ``mcpd
+serve``, a store writer to kill, a probe), the ``mcpd`` script, the OpenTelemetry JS exporter
+under ``node``, or a fork of the test process. Other programs (``git``, ``kubectl``, ``uname``,
+``grpcurl`` against an in-process server) are tools a unit test may use.
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ from mcpd.testing.templates import ClickHouseTemplate, PostgresTemplates, Sqlite
 POSTGRES_ENV = "MCPD_TEST_POSTGRES_URL"
 POSTGRES_SKIP = f"{POSTGRES_ENV} is not set: PostgreSQL tests skipped"
 E2E_MARKER = "e2e"
-TOOLS_ANY_TEST_MAY_RUN = frozenset({"git", "grpcurl"})
+OUR_PROGRAMS = frozenset({"mcpd", "node"})
 _CHILD_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty"})
 
 
-class UnmarkedChildProcess(RuntimeError):
-    """A test without the ``e2e`` marker started a child process."""
+class UnmarkedProcessError(RuntimeError):
+    """A test without the ``e2e`` marker started a process of ours."""
 
 
 class _Guard:
@@ -43,13 +44,18 @@ class _Guard:
         if event not in _CHILD_EVENTS or self.unmarked_test is None:
             return
         program = _program(event, args)
-        if program in TOOLS_ANY_TEST_MAY_RUN:
+        if not _is_ours(program):
             return
-        raise UnmarkedChildProcess(
-            f"{self.unmarked_test} starts a child process ({program or event}) but is not "
+        raise UnmarkedProcessError(
+            f"{self.unmarked_test} starts a process of ours ({program or event}) but is not "
             f"marked {E2E_MARKER}: mark it (pytest.mark.{E2E_MARKER}) so that make test-fast, "
-            "which runs no processes of ours, leaves it out"
+            "which runs none, leaves it out"
         )
+
+
+def _is_ours(program: str) -> bool:
+    """Whether a child running ``program`` ("" for a fork) is a process of ours."""
+    return not program or program in OUR_PROGRAMS or program.startswith("python")
 
 
 def _program(event: str, args: tuple[Any, ...]) -> str:

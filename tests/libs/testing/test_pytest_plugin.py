@@ -1,5 +1,5 @@
-"""The suite's plugin: a test that starts a child process without the e2e marker fails, so no
-daemon can slip into make test-fast; marked tests, and the tools any test may run, are let be.
+"""The suite's plugin: a test that starts a process of ours without the e2e marker fails, so no
+daemon can slip into make test-fast; marked tests, and other programs (tools), are let be.
 
 Each case runs a small test file in this process (pytester's inline run), with the plugin loaded
 as pyproject.toml loads it."""
@@ -10,38 +10,55 @@ import pytest
 
 pytest_plugins = ("pytester",)
 
-SUITE = """
+UNMARKED = """
+import subprocess
+import sys
+
+
+def test_python_child():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+
+async def test_asyncio_child():
+    import asyncio
+
+    await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+
+
+def test_fork():
+    import os
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def test_mcpd():
+    subprocess.run(["mcpd", "--version"], check=True)
+
+
+def test_git():
+    subprocess.run(["git", "--version"], check=True, capture_output=True)
+"""
+
+MARKED = """
 import subprocess
 import sys
 
 import pytest
 
 
-def test_unmarked_python_child():
-    subprocess.run([sys.executable, "-c", "pass"], check=True)
-
-
-async def test_unmarked_asyncio_child():
-    import asyncio
-
-    await asyncio.create_subprocess_exec("true")
-
-
-def test_unmarked_git():
-    subprocess.run(["git", "--version"], check=True, capture_output=True)
-
-
 @pytest.mark.e2e
-def test_marked_child():
-    subprocess.run(["true"], check=True)
+def test_python_child():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
 
 
 @pytest.mark.e2e
 class TestMarkedClass:
     def test_child(self):
-        subprocess.run(["true"], check=True)
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
 """
-
 
 INI = """
 [pytest]
@@ -52,11 +69,10 @@ markers =
 """
 
 
-@pytest.fixture
-def outcomes(pytester: pytest.Pytester) -> dict[str, str]:
-    """Each test of SUITE and how it ended."""
+def outcomes(pytester: pytest.Pytester, suite: str) -> dict[str, str]:
+    """Each test of `suite`, run with the plugin, and how it ended."""
     pytester.makeini(INI)
-    pytester.makepyfile(test_suite=SUITE)
+    pytester.makepyfile(test_suite=suite)
     result = pytester.inline_run("-p", "mcpd.testing.pytest_plugin")
     return {
         report.nodeid.rpartition("::")[2]: report.outcome
@@ -65,15 +81,20 @@ def outcomes(pytester: pytest.Pytester) -> dict[str, str]:
     }
 
 
-def test_an_unmarked_test_that_starts_a_child_fails(outcomes: dict[str, str]) -> None:
-    assert outcomes["test_unmarked_python_child"] == "failed"
-    assert outcomes["test_unmarked_asyncio_child"] == "failed"
+def test_an_unmarked_test_may_run_tools_but_no_process_of_ours(pytester: pytest.Pytester) -> None:
+    # Each refusal comes before the process starts: this test starts none of ours either.
+    assert outcomes(pytester, UNMARKED) == {
+        "test_python_child": "failed",
+        "test_asyncio_child": "failed",
+        "test_fork": "failed",
+        "test_mcpd": "failed",
+        "test_git": "passed",
+    }
 
 
-def test_marked_tests_and_git_may_start_children(outcomes: dict[str, str]) -> None:
-    assert outcomes["test_unmarked_git"] == "passed"
-    assert outcomes["test_marked_child"] == "passed"
-    assert outcomes["test_child"] == "passed"
+@pytest.mark.e2e
+def test_a_marked_test_or_class_may_start_processes_of_ours(pytester: pytest.Pytester) -> None:
+    assert outcomes(pytester, MARKED) == {"test_python_child": "passed", "test_child": "passed"}
 
 
 def test_the_failure_names_the_test_the_program_and_the_marker(pytester: pytest.Pytester) -> None:
@@ -86,6 +107,6 @@ def test_the_failure_names_the_test_the_program_and_the_marker(pytester: pytest.
     result = pytester.runpytest_inprocess("-p", "mcpd.testing.pytest_plugin")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*UnmarkedChildProcess: test_one.py::test_child starts a child process (python*"]
+        ["*UnmarkedProcessError: test_one.py::test_child starts a process of ours (python*"]
     )
     result.stdout.fnmatch_lines(["*not marked e2e*"])
