@@ -5,11 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 UV_VERSION := 0.13.9
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
-# The OTLP HTTP/JSON producer of the end-to-end tests (the OpenTelemetry JS SDK's exporters).
+# The OTLP HTTP/JSON producer of the end-to-end tests (the OpenTelemetry JS SDK's exporters):
+# installed for `make test` only, so that `make install` and `make run` need Python and make.
 OTLP_JS := tests/e2e/otlp_js
 OTLP_JS_STAMP := $(OTLP_JS)/node_modules/.installed-$(shell cksum < $(OTLP_JS)/package-lock.json | cut -d' ' -f1)
 
-.PHONY: install run test lint proto proto-check lock bench deploy-check ci
+.PHONY: install run test test-fast lint proto proto-check lock bench deploy-check ci
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,14 +24,23 @@ $(OTLP_JS_STAMP): $(OTLP_JS)/package-lock.json $(OTLP_JS)/package.json
 	@cd $(OTLP_JS) && npm ci --silent --no-audit --no-fund
 	@touch $@
 
-install: $(STAMP) $(OTLP_JS_STAMP)
+install: $(STAMP)
 
 # Readable logs for a person at a terminal; deployments keep the JSON default.
 run: install
 	@MCPD_LOG_FORMAT=$${MCPD_LOG_FORMAT:-text} $(BIN)/mcpd serve
 
-test: install
-	@$(BIN)/pytest
+# Everything, PostgreSQL included when MCPD_TEST_POSTGRES_URL is set. Test files are spread
+# over TEST_WORKERS processes (pytest-xdist; a file stays on one, for its module fixtures):
+# most of an end-to-end test is waiting for a daemon, so a worker per core does not saturate.
+TEST_WORKERS ?= 3
+test: install $(OTLP_JS_STAMP)
+	@$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+
+# The edit loop: no test that starts a process of ours (the e2e marker, which
+# mcpd.testing.pytest_plugin enforces), so neither daemons nor node.
+test-fast: install
+	@$(BIN)/pytest -m "not e2e" -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
 	$(BIN)/ruff check .

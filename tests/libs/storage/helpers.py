@@ -148,9 +148,10 @@ class Migrated:
     directory: Path
     stack: ExitStack
 
-    def prepare(self, kind: SqlKind, backend: str) -> str | None:
+    def prepare(self, kind: SqlKind, backend: str, *, fresh: bool = False) -> str | None:
         """Lay out a migrated `kind` store on `backend` where `open_store` and `sql_engine`
-        look for it in `directory`; the PostgreSQL URL, None on the other backends."""
+        look for it in `directory`; the PostgreSQL URL, None on the other backends. A
+        PostgreSQL database is an emptied one another test used unless `fresh`."""
         match backend:
             case "sqlite":
                 sqlite: SqliteTemplates = self.request.getfixturevalue("sqlite_templates")
@@ -163,12 +164,13 @@ class Migrated:
                 return None
             case "postgres":
                 postgres: PostgresTemplates = self.request.getfixturevalue("postgres_templates")
-                return self.stack.enter_context(postgres.database(kind))
+                return self.stack.enter_context(postgres.database(kind, fresh=fresh))
         raise ValueError(backend)
 
-    def open(self, kind: SqlKind, backend: str) -> OpenedStore:
+    def open(self, kind: SqlKind, backend: str, *, fresh: bool = False) -> OpenedStore:
         """A migrated `kind` store on `backend`, statements recorded from now on."""
-        return open_store(kind, backend, self.directory, self.prepare(kind, backend))
+        url = self.prepare(kind, backend, fresh=fresh)
+        return open_store(kind, backend, self.directory, url)
 
     def engine(self, kind: SqlKind, backend: str) -> Engine:
         """An engine on a migrated `kind` store on a SQL backend."""

@@ -23,6 +23,14 @@ from mcpd.testing.templates import (
 
 KINDS: list[SqlKind] = ["trace", "run", "control"]
 MARKER = "CREATE TABLE copy_marker (id INTEGER)"
+# One row of a table of each store, as the VALUES of an INSERT.
+ROWS: dict[SqlKind, str] = {
+    "trace": "logs (project, log_id, timestamp, level, message, received_at)"
+    " VALUES ('p', 'l1', 1, 'info', 'x', 1)",
+    "run": "definitions (project, id, version, kind, body, created_at)"
+    " VALUES ('p', 'd', 1, 'flow', '{}', 1)",
+    "control": "projects (project_id, name, created_at) VALUES ('p', 'P', 1)",
+}
 
 
 def _tables(engine: sa.Engine) -> set[str]:
@@ -72,26 +80,73 @@ def test_a_data_dir_holds_the_three_migrated_stores_under_their_names(
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_postgres_copy_is_a_migrated_database_dropped_afterwards(
+def test_a_postgres_copy_is_migrated_and_its_own(
     kind: SqlKind, postgres_templates: PostgresTemplates
 ) -> None:
     with postgres_templates.database(kind) as first_url, postgres_templates.database(kind) as other:
+        assert first_url != other
         first, second = create_postgres_engine(first_url), create_postgres_engine(other)
         try:
             assert SQL_STORES[kind](first).pending_migrations() == []
             with first.begin() as conn:
-                conn.execute(sa.text(MARKER))
-            assert "copy_marker" in _tables(first)
-            assert "copy_marker" not in _tables(second)
-            name = first.url.database
+                conn.execute(sa.text(f"INSERT INTO {ROWS[kind]}"))
+            assert _count(first, kind) == 1
+            assert _count(second, kind) == 0
         finally:
             first.dispose()
             second.dispose()
+
+
+@pytest.mark.postgres
+def test_a_postgres_copy_is_emptied_for_the_next_test_or_dropped_if_its_schema_changed(
+    postgres_templates: PostgresTemplates,
+) -> None:
+    with postgres_templates.database("control") as used:
+        engine = create_postgres_engine(used)
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"INSERT INTO {ROWS['control']}"))
+            # A row that refers to the project: emptying must delete it first.
+            conn.execute(
+                sa.text(
+                    "INSERT INTO accounts (email, project, password_hash, created_at)"
+                    " VALUES ('a@example.com', 'p', 'h', 1)"
+                )
+            )
+        engine.dispose()
+    with postgres_templates.database("control") as reused:
+        assert reused == used
+        engine = create_postgres_engine(reused)
+        try:
+            assert _count(engine, "control") == 0
+            with engine.begin() as conn:
+                conn.execute(sa.text(MARKER))
+        finally:
+            engine.dispose()
+    with postgres_templates.database("control") as next_one:
+        assert next_one != used
+        engine = create_postgres_engine(next_one)
+        try:
+            assert "copy_marker" not in _tables(engine)
+        finally:
+            engine.dispose()
+    assert not _exists(used)
+    with postgres_templates.database("control", fresh=True) as fresh:
+        assert fresh != next_one
+
+
+def _count(engine: sa.Engine, kind: SqlKind) -> int:
+    table = ROWS[kind].split()[0]
+    with engine.connect() as conn:
+        return int(conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one())
+
+
+def _exists(url: str) -> bool:
+    name = sa.make_url(url).database
     admin = create_postgres_engine(os.environ[POSTGRES_ENV])
     try:
         with admin.connect() as conn:
             query = sa.text("SELECT count(*) FROM pg_database WHERE datname = :name")
-            assert conn.execute(query, {"name": name}).scalar_one() == 0
+            return bool(conn.execute(query, {"name": name}).scalar_one())
     finally:
         admin.dispose()
 
