@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum
 OTLP_JS := tests/e2e/otlp_js
 OTLP_JS_STAMP := $(OTLP_JS)/node_modules/.installed-$(shell cksum < $(OTLP_JS)/package-lock.json | cut -d' ' -f1)
 
-.PHONY: install run test test-fast lint proto proto-check lock bench deploy-check ci
+.PHONY: install test-deps run test test-fast lint proto proto-check lock bench deploy-check ci
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,9 @@ $(OTLP_JS_STAMP): $(OTLP_JS)/package-lock.json $(OTLP_JS)/package.json
 
 install: $(STAMP)
 
+# What the tests need beyond install: the node exporters of the end-to-end tests.
+test-deps: install $(OTLP_JS_STAMP)
+
 # Readable logs for a person at a terminal; deployments keep the JSON default.
 run: install
 	@MCPD_LOG_FORMAT=$${MCPD_LOG_FORMAT:-text} $(BIN)/mcpd serve
@@ -34,13 +37,16 @@ run: install
 # over TEST_WORKERS processes (pytest-xdist; a file stays on one, for its module fixtures):
 # most of an end-to-end test is waiting for a daemon, so a worker per core does not saturate.
 TEST_WORKERS ?= 3
-test: install $(OTLP_JS_STAMP)
+test: test-deps
 	@$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The edit loop: no test that starts a process of ours (the e2e marker, which
-# mcpd.testing.pytest_plugin enforces), so neither daemons nor node.
+# mcpd.testing.pytest_plugin enforces), so neither daemons nor node. Everything in tests/e2e is
+# e2e, and only its schemathesis test uses the property-testing plugins: neither is loaded.
+FAST_WORKERS ?= 2
 test-fast: install
-	@$(BIN)/pytest -m "not e2e" -n $(TEST_WORKERS) --dist loadfile
+	@$(BIN)/pytest -m "not e2e" --ignore=tests/e2e -p no:schemathesis -p no:hypothesispytest \
+		-n $(FAST_WORKERS) --dist loadfile
 
 lint: install
 	$(BIN)/ruff check .
