@@ -35,8 +35,9 @@ run: install
 
 # Everything, PostgreSQL included when MCPD_TEST_POSTGRES_URL is set. Test files are spread
 # over TEST_WORKERS processes (pytest-xdist; a file stays on one, for its module fixtures):
-# most of an end-to-end test is waiting for a daemon, so a worker per core does not saturate.
-TEST_WORKERS ?= 3
+# an end-to-end test spends most of its time waiting for a daemon, so on two cores four workers
+# finish sooner than two.
+TEST_WORKERS ?= 4
 test: test-deps
 	@$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
