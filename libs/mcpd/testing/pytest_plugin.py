@@ -64,7 +64,7 @@ def _program(event: str, args: tuple[Any, ...]) -> str:
         executable, argv = args[0], args[1]
         if executable is None:
             executable = argv if isinstance(argv, str | bytes | os.PathLike) else argv[0]
-        return Path(os.fsdecode(executable)).name.split()[0]
+        return Path(os.fsdecode(executable)).name.partition(" ")[0]
     if event == "os.posix_spawn":
         return Path(os.fsdecode(args[0])).name
     return ""
