@@ -5,11 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 UV_VERSION := 0.13.9
 STAMP := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
-# The OTLP HTTP/JSON producer of the end-to-end tests (the OpenTelemetry JS SDK's exporters).
+# The OTLP HTTP/JSON producer of the end-to-end tests (the OpenTelemetry JS SDK's exporters):
+# installed for `make test` only, so that `make install` and `make run` need Python and make.
 OTLP_JS := tests/e2e/otlp_js
 OTLP_JS_STAMP := $(OTLP_JS)/node_modules/.installed-$(shell cksum < $(OTLP_JS)/package-lock.json | cut -d' ' -f1)
 
-.PHONY: install run test lint proto proto-check lock bench deploy-check ci
+.PHONY: install test-deps run test test-fast lint proto proto-check lock bench deploy-check ci
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,14 +24,30 @@ $(OTLP_JS_STAMP): $(OTLP_JS)/package-lock.json $(OTLP_JS)/package.json
 	@cd $(OTLP_JS) && npm ci --silent --no-audit --no-fund
 	@touch $@
 
-install: $(STAMP) $(OTLP_JS_STAMP)
+install: $(STAMP)
+
+# What the tests need beyond install: the node exporters of the end-to-end tests.
+test-deps: install $(OTLP_JS_STAMP)
 
 # Readable logs for a person at a terminal; deployments keep the JSON default.
 run: install
 	@MCPD_LOG_FORMAT=$${MCPD_LOG_FORMAT:-text} $(BIN)/mcpd serve
 
-test: install
-	@$(BIN)/pytest
+# Everything, PostgreSQL included when MCPD_TEST_POSTGRES_URL is set. Test files are spread
+# over TEST_WORKERS processes (pytest-xdist; a file stays on one, for its module fixtures):
+# an end-to-end test spends most of its time waiting for a daemon, so on two cores four workers
+# finish sooner than two.
+TEST_WORKERS ?= 4
+test: test-deps
+	@$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+
+# The edit loop: no test that starts a process of ours (the e2e marker, which
+# mcpd.testing.pytest_plugin enforces), so neither daemons nor node. Everything in tests/e2e is
+# e2e, and only its schemathesis test uses the property-testing plugins: neither is loaded.
+FAST_WORKERS ?= 2
+test-fast: install
+	@$(BIN)/pytest -m "not e2e" --ignore=tests/e2e -p no:schemathesis -p no:hypothesispytest \
+		-n $(FAST_WORKERS) --dist loadfile
 
 lint: install
 	$(BIN)/ruff check .

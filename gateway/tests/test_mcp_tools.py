@@ -25,6 +25,7 @@ from mcpd.runtime.clock import SystemClock
 from mcpd.runtime.config import GrpcSettings, SecuritySettings
 from mcpd.runtime.server import GrpcServer
 from mcpd.storage import Stores, open_stores
+from mcpd.testing.templates import SqliteTemplates
 from services.query.sessions import SessionTools
 from services.query.tests.sessions.builders import answer, build, event_id, session_id, user
 
@@ -33,8 +34,9 @@ SOURCES = ["codex", "claude"]
 
 
 @pytest.fixture
-def stores(tmp_path: Path) -> Iterator[Stores]:
-    with open_stores("sqlite", data_dir=tmp_path, postgres_url=None, clickhouse_url=None) as opened:
+def stores(tmp_path: Path, sqlite_templates: SqliteTemplates) -> Iterator[Stores]:
+    data_dir = sqlite_templates.data_dir(tmp_path)
+    with open_stores("sqlite", data_dir=data_dir, postgres_url=None, clickhouse_url=None) as opened:
         opened.sessions.write_session(
             PROJECT,
             build(

@@ -22,6 +22,9 @@ from gateway.tests.otlp_collector import Seen, Upstream, running_collector, serv
 PRODUCER = Path(__file__).resolve().parents[2] / "tests" / "e2e" / "otlp_js"
 SCENARIO = PRODUCER / "scenario.example.json"
 
+# The producer is a node process (and needs the npm install of make test).
+pytestmark = pytest.mark.e2e
+
 
 @dataclasses.dataclass
 class Gateway:

@@ -14,6 +14,7 @@ from mcpd.runtime.clock import ManualClock
 from mcpd.runtime.config import SecuritySettings, Settings
 from mcpd.runtime.errors import FailedPrecondition
 from mcpd.storage import Stores, open_stores
+from mcpd.testing.templates import SqliteTemplates
 
 LOOPBACK = {
     "http_addr": "127.0.0.1:8080",
@@ -24,8 +25,9 @@ EXPOSED = "0.0.0.0:0"
 
 
 @pytest.fixture
-def stores(tmp_path: Path) -> Iterator[Stores]:
-    with open_stores("sqlite", data_dir=tmp_path, postgres_url=None, clickhouse_url=None) as opened:
+def stores(tmp_path: Path, sqlite_templates: SqliteTemplates) -> Iterator[Stores]:
+    data_dir = sqlite_templates.data_dir(tmp_path)
+    with open_stores("sqlite", data_dir=data_dir, postgres_url=None, clickhouse_url=None) as opened:
         yield opened
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,9 @@ BACKENDS = ["sqlite", "postgres", "clickhouse"]
 PROCESSES = 2
 
 
-@pytest.fixture
-def postgres_database() -> Iterator[str]:
-    """A fresh PostgreSQL database for one test, dropped afterwards; its URL."""
+@contextmanager
+def fresh_postgres_database() -> Iterator[str]:
+    """A fresh PostgreSQL database, dropped afterwards; its URL."""
     if not POSTGRES_URL:
         pytest.skip("MCPD_TEST_POSTGRES_URL is not set: PostgreSQL end-to-end tests skipped")
     admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
@@ -36,13 +37,31 @@ def postgres_database() -> Iterator[str]:
         admin.dispose()
 
 
+@pytest.fixture
+def postgres_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for one test, dropped afterwards; its URL."""
+    with fresh_postgres_database() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_postgres_database() -> Iterator[str]:
+    """A fresh PostgreSQL database for the daemon a module's tests share; its URL."""
+    with fresh_postgres_database() as url:
+        yield url
+
+
 def storage_env(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> dict[str, str]:
-    """MCPD_* variables that put a daemon's trace store on `backend`."""
+    """MCPD_* variables that put a daemon's trace store on `backend` (the database lives as
+    long as the fixture that asks: a test, or a module)."""
     match backend:
         case "sqlite":
             return {"MCPD_STORAGE_BACKEND": "sqlite"}
         case "postgres":
-            url = request.getfixturevalue("postgres_database")
+            shared = request.scope == "module"
+            url = request.getfixturevalue(
+                "module_postgres_database" if shared else "postgres_database"
+            )
             return {"MCPD_STORAGE_BACKEND": "postgres", "MCPD_STORAGE_POSTGRES_URL": url}
         case "clickhouse":
             # The real ClickHouse engine, in process, through chdb.

@@ -11,6 +11,8 @@ import pytest
 
 MCPD = str(Path(sys.executable).parent / "mcpd")
 
+pytestmark = pytest.mark.e2e
+
 
 def _run(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("MCPD_")}

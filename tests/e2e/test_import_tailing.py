@@ -4,7 +4,6 @@ rescan interval (30 s): file-system events, not the rescan, make it that fast.""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import time
@@ -15,6 +14,7 @@ import httpx
 import pytest
 
 from mcpd.testing.daemon import DaemonProcess
+from mcpd.testing.eventually import eventually_async
 
 pytestmark = pytest.mark.e2e
 
@@ -45,11 +45,12 @@ async def _search(http: httpx.AsyncClient, query: str) -> list[dict[str, Any]]:
 async def _eventually_found(http: httpx.AsyncClient, query: str, timeout_s: float) -> float:
     """Seconds until `query` has a hit; fails after `timeout_s`."""
     began = time.monotonic()
-    while True:
-        if await _search(http, query):
-            return time.monotonic() - began
-        assert time.monotonic() - began < timeout_s, f"{query!r} not searchable in {timeout_s} s"
-        await asyncio.sleep(0.1)
+
+    async def found() -> None:
+        assert await _search(http, query), f"{query!r} not searchable"
+
+    await eventually_async(found, timeout=timeout_s)
+    return time.monotonic() - began
 
 
 async def test_an_appended_line_becomes_searchable(tmp_path: Path) -> None:

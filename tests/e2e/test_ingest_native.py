@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -17,10 +16,15 @@ from tests.e2e.ingest_payloads import T0, agent_trace, new_span_id, new_trace_id
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(params=BACKENDS)
-async def daemon(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[DaemonProcess]:
-    env = storage_env(request.param, tmp_path, request)
-    async with DaemonProcess(extra_env=env, processes=PROCESSES) as running:
+@pytest.fixture(scope="module", params=BACKENDS)
+def daemon(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DaemonProcess]:
+    """One daemon per backend for the module: each test ingests and reads traces of its own
+    (new ids), so none sees another's."""
+    directory = tmp_path_factory.mktemp(f"native-{request.param}")
+    env = storage_env(request.param, directory, request)
+    with DaemonProcess(extra_env=env, processes=PROCESSES) as running:
         yield running
 
 

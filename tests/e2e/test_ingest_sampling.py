@@ -31,6 +31,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 from opentelemetry.sdk.trace.sampling import Decision, TraceIdRatioBased
 
 from mcpd.testing.daemon import DaemonProcess
+from mcpd.testing.eventually import eventually
 from tests.e2e.conftest import BACKENDS, PROCESSES, storage_env
 from tests.e2e.ingest_payloads import (
     child_span,
@@ -109,7 +110,7 @@ def _after_a_sweep(http: httpx.Client, start: int, end: int) -> str:
     probe_id = new_trace_id()
     probe = simple_trace(probe_id, start_ns=start, end_ns=end, failing_child=True)
     assert _ingest(http, probe)["accepted"] == 2
-    _poll(lambda: _stored(http, [probe_id]) == {probe_id: 2}, what="the probe trace stored")
+    eventually(lambda: _assert_stored_whole(http, [probe_id]), timeout=20)
     return probe_id
 
 
@@ -197,11 +198,9 @@ def test_deterministic_sampling_agrees_across_processes_routes_and_opentelemetry
     assert set(stored_otlp.values()) == {2}
 
 
-def _poll(condition: Any, *, timeout_s: float = 20.0, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {timeout_s:g} s: {what}"
-        time.sleep(0.1)
+def _assert_stored_whole(http: httpx.Client, trace_ids: list[str]) -> None:
+    """Each trace is stored with both its spans."""
+    assert _stored(http, trace_ids) == dict.fromkeys(trace_ids, 2)
 
 
 def _rows(tables: dict[str, str], table: str) -> str:
@@ -232,10 +231,8 @@ def test_tail_sampling_keeps_errors_and_slow_traces_and_stragglers_follow_the_de
 
     with _running(daemon), httpx.Client(base_url=daemon.http_url, timeout=30) as http:
         result = _ingest(http, sent)
-        _poll(
-            lambda: _stored(http, list(kept)) == {trace_id: 2 for trace_id in kept},
-            what="every error trace and the slow trace stored whole",
-        )
+        # Every error trace and the slow trace.
+        eventually(lambda: _assert_stored_whole(http, list(kept)), timeout=20)
         probes = [_after_a_sweep(http, start, end)]
         dropped_after_decision = _stored(http, list(fast_ok))
 

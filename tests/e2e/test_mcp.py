@@ -3,12 +3,10 @@ over stdio (`mcpd mcp`, launched as a subprocess), in local mode and with keys."
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import mcp_types as types
 import pytest
 
 from mcpd.testing.daemon import DaemonProcess, mcpd_executable
+from mcpd.testing.eventually import eventually_async
 from tests.e2e.mcp_client import (
     FIXTURES,
     QUIET,
@@ -201,13 +200,13 @@ async def test_a_daemon_starts_beside_an_embedded_stdio_server_and_its_writes_sh
         # The embedded reader holds neither the ingest lock nor the index's writer.
         async with DaemonProcess(extra_env=daemon_env) as daemon:
             assert "tailing codex" in daemon.stderr_text()
-            deadline = time.monotonic() + 30
-            while True:
+
+            async def imported() -> types.CallToolResult:
                 found = await session.call_tool("search_sessions", {"query": "inspect"})
-                if found.structured_content["data"]["results"]:
-                    break
-                assert time.monotonic() < deadline, "the daemon's import never became visible"
-                await asyncio.sleep(0.2)
+                assert found.structured_content["data"]["results"], "the import is not visible"
+                return found
+
+            found = await eventually_async(imported, timeout=30, interval=0.2)
     assert found.is_error is False
 
 

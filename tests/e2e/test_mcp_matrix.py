@@ -19,12 +19,10 @@ with the imported data beside them: the filters are exercised against real forei
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import secrets
 import string
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -38,6 +36,7 @@ from mcpd.sessions.model import AssembledSession
 from mcpd.sessions.store import SessionStore
 from mcpd.storage import open_stores
 from mcpd.testing.daemon import DaemonProcess
+from mcpd.testing.eventually import eventually, eventually_async
 from services.query.sessions import SessionTools
 from services.query.tests.sessions import attention_world
 from services.query.tests.sessions.builders import PROJECT as CASE_PROJECT
@@ -156,10 +155,10 @@ def rest_hits(daemon: DaemonProcess, query: str) -> list[dict[str, Any]]:
 
 
 def wait_searchable(daemon: DaemonProcess, query: str, timeout_s: float = 15) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not rest_hits(daemon, query):
-        assert time.monotonic() < deadline, f"{query!r} never became searchable"
-        time.sleep(0.05)
+    def searchable() -> None:
+        assert rest_hits(daemon, query), f"{query!r} never became searchable"
+
+    eventually(searchable, timeout=timeout_s)
 
 
 @pytest.fixture(scope="module")
@@ -299,10 +298,12 @@ async def _stale_or_wrong_kind(corpus: Corpus, tools: SessionTools) -> None:
             "\n".join(codex_turn(at, "tail3", f"And now {word}?", 0, complete=True, word=word))
         )
         transcript.write("\n")
-    deadline = time.monotonic() + 15
-    while not (await call(tools, "search_sessions", {"query": word}))["data"]["results"]:
-        assert time.monotonic() < deadline, "the appended turn was never ingested"
-        await asyncio.sleep(0.05)
+
+    async def ingested() -> None:
+        found = await call(tools, "search_sessions", {"query": word})
+        assert found["data"]["results"], "the appended turn was never ingested"
+
+    await eventually_async(ingested, timeout=15)
 
     stale = await call(tools, "open", {"cursor": cursor})
     error = stale["error"]

@@ -21,6 +21,7 @@ import pytest
 from mcpd.auth.tokens import audit_id
 from mcpd.model.v1 import enums_pb2
 from mcpd.testing.daemon import DaemonProcess
+from mcpd.testing.eventually import eventually
 from tests.contract.api_surface import methods
 from tests.e2e.mcp_client import http_session
 from tests.e2e.security_fixture import (
@@ -319,12 +320,15 @@ def test_a_flood_of_refusals_writes_a_bounded_number_of_counted_rows(
             )
             assert refused.status_code == 401
     windows = math.ceil((time.monotonic() - started) / AUDIT_WINDOW_S) + 1
+
     # Refused before the request was read: filed under no project, read as the operator.
-    deadline = time.monotonic() + 30 + AUDIT_WINDOW_S
-    rows = _audit_rows_of(daemon, audit_id(bad))
-    while sum(row["count"] for row in rows) < FLOOD and time.monotonic() < deadline:
-        time.sleep(0.2)  # until the last window has closed and its counted row is written
+    def every_refusal_counted() -> list[dict[str, Any]]:
         rows = _audit_rows_of(daemon, audit_id(bad))
+        assert sum(row["count"] for row in rows) >= FLOOD, "refusals still uncounted"
+        return rows
+
+    # Until the last window has closed and its counted row is written.
+    rows = eventually(every_refusal_counted, timeout=30 + AUDIT_WINDOW_S, interval=0.2)
     assert sum(row["count"] for row in rows) == FLOOD
     # One row at once and one counted row per window at most (without: one row per request).
     assert len(rows) <= 2 * windows < FLOOD

@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from mcpd import codec
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
 from mcpd.testing.daemon import DaemonProcess, DaemonStartError
+from mcpd.testing.eventually import eventually
 from tests.e2e.conftest import BACKENDS, PROCESSES, storage_env
 
 pytestmark = pytest.mark.e2e
@@ -167,10 +167,12 @@ def test_every_server_shares_every_port_and_dies_with_the_supervisor() -> None:
         assert httpx.get(f"{daemon.http_url}/v1/api/capabilities", timeout=10).status_code == 200
 
         os.kill(daemon.pid, signal.SIGKILL)  # the supervisor only, not the group
-        deadline = time.monotonic() + 5
-        while any(_alive(pid) for pid in servers) or _accepts(daemon.http_addr):
-            assert time.monotonic() < deadline, "a server outlived its supervisor"
-            time.sleep(0.05)
+
+        def servers_gone() -> None:
+            assert not any(_alive(pid) for pid in servers), "a server outlived its supervisor"
+            assert not _accepts(daemon.http_addr), "the gateway still accepts connections"
+
+        eventually(servers_gone, timeout=5)
     assert daemon.returncode == -signal.SIGKILL
 
 

@@ -4,8 +4,6 @@ out, on every storage backend."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ import httpx
 import pytest
 
 from mcpd.testing.daemon import DaemonProcess
+from mcpd.testing.eventually import eventually_async
 from tests.e2e.conftest import BACKENDS, PROCESSES, storage_env
 from tests.e2e.ingest_payloads import new_span_id, new_trace_id
 
@@ -102,13 +101,12 @@ async def _search(http: httpx.AsyncClient, query: str) -> list[dict[str, Any]]:
 
 
 async def _eventually_hits(http: httpx.AsyncClient, query: str) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        hits = await _search(http, query)
-        if hits:
-            return hits
-        assert time.monotonic() < deadline, f"{query!r} not searchable within {WAIT_S} s"
-        await asyncio.sleep(0.1)
+    async def hits() -> list[dict[str, Any]]:
+        found = await _search(http, query)
+        assert found, f"{query!r} not searchable"
+        return found
+
+    return await eventually_async(hits, timeout=WAIT_S)
 
 
 async def test_a_traced_session_is_searchable_and_listed(daemon: DaemonProcess) -> None:

@@ -66,6 +66,11 @@ def mcpd_executable() -> Path:
     return Path(sys.executable).parent / "mcpd"
 
 
+# How `mcpd serve` reports a port that is taken, and how often a start is tried on new ports.
+_PORT_TAKEN = "address already in use"
+_START_ATTEMPTS = 3
+_ADDRESS_VARIABLES = frozenset({"MCPD_HTTP_ADDR", "MCPD_GRPC_ADDR", "MCPD_OTLP_GRPC_ADDR"})
+
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -226,6 +231,29 @@ class DaemonProcess:
     def start(self) -> None:
         if self._process is not None:
             raise RuntimeError("the daemon is already started")
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            try:
+                self._start_on_free_ports()
+                return
+            except DaemonStartError as error:
+                # A free port is released before the daemon binds it, so another process
+                # (a parallel test worker) can take it first: then start again on new ports,
+                # unless the caller chose the addresses.
+                chosen = self.extra_env.keys() & _ADDRESS_VARIABLES
+                if attempt == _START_ATTEMPTS or chosen or _PORT_TAKEN not in str(error).lower():
+                    raise
+                self._forget_failed_start()
+
+    def _forget_failed_start(self) -> None:
+        """Back to the state before `start`, after a start that failed and was stopped."""
+        self._process = None
+        self.workdir = None
+        self.returncode = None
+        self.shutdown_s = None
+        self.shutdown_signal = None
+        self.stderr_tail = ""
+
+    def _start_on_free_ports(self) -> None:
         http_port, grpc_port, otlp_port = free_ports(3, self.host)
         self.http_addr = f"{self.host}:{http_port}"
         self.grpc_addr = f"{self.host}:{grpc_port}"

@@ -18,6 +18,7 @@ from mcpd.runtime.clock import ManualClock
 from mcpd.runtime.errors import MAX_MESSAGE_LENGTH, QUOTE_LIMIT
 from mcpd.storage import Stores, open_stores
 from mcpd.storage.stored_json import json_size
+from mcpd.testing.templates import SqliteTemplates
 from services.ingest.admission import Admission
 from services.ingest.cardinality import LabelCardinality
 from services.ingest.incoming import IncomingBatch
@@ -41,8 +42,9 @@ SPAN_FIELDS = ("input", "output", "attributes", "metadata", "error", "links")
 
 
 @pytest.fixture
-def stores(tmp_path: Path) -> Iterator[Stores]:
-    with open_stores("sqlite", data_dir=tmp_path, postgres_url=None, clickhouse_url=None) as opened:
+def stores(tmp_path: Path, sqlite_templates: SqliteTemplates) -> Iterator[Stores]:
+    data_dir = sqlite_templates.data_dir(tmp_path)
+    with open_stores("sqlite", data_dir=data_dir, postgres_url=None, clickhouse_url=None) as opened:
         yield opened
 
 

@@ -12,6 +12,7 @@ from mcpd.pricing import load_price_book
 from mcpd.runtime.clock import ManualClock
 from mcpd.runtime.errors import InvalidArgument
 from mcpd.storage import Stores, open_stores
+from mcpd.testing.templates import SqliteTemplates
 from services.ingest.policies import ProjectPolicies
 
 PROJECTS = """
@@ -31,8 +32,9 @@ output = 4.0
 
 
 @pytest.fixture
-def stores(tmp_path: Path) -> Iterator[Stores]:
-    with open_stores("sqlite", data_dir=tmp_path, postgres_url=None, clickhouse_url=None) as opened:
+def stores(tmp_path: Path, sqlite_templates: SqliteTemplates) -> Iterator[Stores]:
+    data_dir = sqlite_templates.data_dir(tmp_path)
+    with open_stores("sqlite", data_dir=data_dir, postgres_url=None, clickhouse_url=None) as opened:
         yield opened
 
 

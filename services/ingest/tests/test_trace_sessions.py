@@ -3,7 +3,6 @@ trace and session stores."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +16,8 @@ from mcpd.sessions.store import SearchQuery, SessionListQuery
 from mcpd.signals.batch import SignalBatch
 from mcpd.signals.rows import SpanRow
 from mcpd.storage import Stores, open_stores
+from mcpd.testing.eventually import eventually_async
+from mcpd.testing.templates import SqliteTemplates
 from services.ingest.trace_sessions import (
     TraceSessions,
     parse_trace_session,
@@ -345,8 +346,9 @@ def test_session_sources_prefer_root_service_names() -> None:
 
 
 @pytest.fixture
-def stores(tmp_path: Path) -> Iterator[Stores]:
-    with open_stores("sqlite", data_dir=tmp_path, postgres_url=None, clickhouse_url=None) as opened:
+def stores(tmp_path: Path, sqlite_templates: SqliteTemplates) -> Iterator[Stores]:
+    data_dir = sqlite_templates.data_dir(tmp_path)
+    with open_stores("sqlite", data_dir=data_dir, postgres_url=None, clickhouse_url=None) as opened:
         yield opened
 
 
@@ -554,12 +556,11 @@ async def test_the_background_task_rebuilds_noticed_sessions_and_close_flushes(
     trace_sessions.start()
     try:
         trace_sessions.notice(_store(stores, support_trace("t1")))
-        for _ in range(500):
-            if stores.sessions.session_of_key("p", "support-bot", SESSION) is not None:
-                break
-            await asyncio.sleep(0.01)
-        else:
-            pytest.fail("the session was never rebuilt")
+
+        def rebuilt() -> None:
+            assert stores.sessions.session_of_key("p", "support-bot", SESSION) is not None
+
+        await eventually_async(rebuilt, timeout=5)
     finally:
         await trace_sessions.close()
 

@@ -14,14 +14,17 @@ from mcpd.runtime.errors import ResourceExhausted
 from mcpd.signals.batch import IngestLag, SignalBatch
 from mcpd.storage import Stores, open_stores
 from mcpd.storage.interfaces import TraceStore
+from mcpd.testing.eventually import eventually_async
+from mcpd.testing.templates import SqliteTemplates
 from services.ingest.writer import BatchWriter
 from services.query.health import HealthReporter
 from tests.libs.signals.samples import T0, span
 
 
 @pytest.fixture
-def stores(tmp_path: Path) -> Iterator[Stores]:
-    with open_stores("sqlite", data_dir=tmp_path, postgres_url=None, clickhouse_url=None) as opened:
+def stores(tmp_path: Path, sqlite_templates: SqliteTemplates) -> Iterator[Stores]:
+    data_dir = sqlite_templates.data_dir(tmp_path)
+    with open_stores("sqlite", data_dir=data_dir, postgres_url=None, clickhouse_url=None) as opened:
         yield opened
 
 
@@ -40,6 +43,10 @@ class GatedStore:
         self.gate.wait(10)
         self.groups.append([batch.ingest_key for batch in batches])
         return self.store.write_batches(batches)
+
+
+def _assert_pending(writer: BatchWriter, records: int) -> None:
+    assert writer.lag().pending_records == records
 
 
 def _batch(key: str | None, trace: str, spans: int = 1) -> SignalBatch:
@@ -61,7 +68,7 @@ async def test_waiting_batches_share_one_transaction_and_replays_report_false(
         asyncio.create_task(writer.write(_batch(key, trace * 32)))
         for key, trace in (("k2", "b"), ("k1", "c"), (None, "d"))
     ]
-    await asyncio.sleep(0.05)
+    await eventually_async(lambda: _assert_pending(writer, 4))
     clock.advance(2.5)
     lag = writer.lag()
     gated.gate.set()
@@ -91,7 +98,7 @@ async def test_a_failing_batch_fails_alone(stores: Stores) -> None:
         asyncio.create_task(writer.write(b))
         for b in (_batch(None, "1" * 32), bad, _batch(None, "2" * 32))
     ]
-    await asyncio.sleep(0.05)
+    await eventually_async(lambda: _assert_pending(writer, 4))
     gated.gate.set()
     results = await asyncio.gather(blocker, *tasks, return_exceptions=True)
     await writer.close()

@@ -24,8 +24,9 @@ from mcpd.storage.sql.control_store import SqlControlStore
 from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
 from mcpd.storage.sql.schema import trace as schema
 from mcpd.storage.sql.stores import SqlTraceStore
+from mcpd.testing.eventually import eventually_async
+from mcpd.testing.templates import SqliteTemplates
 from services.query.retention import DAY_NS, RetentionSweeper, window_days
-from tests.libs.runtime.helpers import eventually
 from tests.libs.signals.samples import log, span
 from tests.libs.storage.helpers import T0
 
@@ -69,16 +70,14 @@ class World:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
+def world(tmp_path: Path, sqlite_templates: SqliteTemplates) -> Iterator[World]:
     clock = ManualClock(T0)
-    traces = SqlTraceStore(
-        create_sqlite_engine(tmp_path / "trace.db", synchronous=Synchronous.NORMAL)
-    )
+    trace_db = sqlite_templates.copy("trace", tmp_path / "trace.db")
+    control_db = sqlite_templates.copy("control", tmp_path / "control.db")
+    traces = SqlTraceStore(create_sqlite_engine(trace_db, synchronous=Synchronous.NORMAL))
     control = SqlControlStore(
-        create_sqlite_engine(tmp_path / "control.db", synchronous=Synchronous.FULL), clock=clock
+        create_sqlite_engine(control_db, synchronous=Synchronous.FULL), clock=clock
     )
-    traces.migrate()
-    control.migrate()
     try:
         yield World(clock, traces, control)
     finally:
@@ -229,15 +228,17 @@ async def test_run_sweeps_on_start_and_every_interval_and_survives_failures(
     task = asyncio.create_task(sweeper.run(stop))
     try:
         # The project's sweep fails on the missing table; the loop logs it and goes on.
-        await eventually(lambda: _assert_logged(caplog, "retention sweep of a project failed"))
+        await eventually_async(
+            lambda: _assert_logged(caplog, "retention sweep of a project failed")
+        )
         _rename(world.traces.engine, "logs_away", "logs")
-        await eventually(lambda: _assert_gone(world, "fine", "first"))
+        await eventually_async(lambda: _assert_gone(world, "fine", "first"))
         # A failure of the sweep as a whole (no project list) is logged too, and retried.
         _rename(world.control.engine, "projects", "projects_away")
-        await eventually(lambda: _assert_logged(caplog, "retention sweep failed"))
+        await eventually_async(lambda: _assert_logged(caplog, "retention sweep failed"))
         _rename(world.control.engine, "projects_away", "projects")
         world.aged("fine", "second", 2)
-        await eventually(lambda: _assert_gone(world, "fine", "second"))
+        await eventually_async(lambda: _assert_gone(world, "fine", "second"))
         assert not task.done()
     finally:
         stop.set()

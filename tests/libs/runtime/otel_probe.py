@@ -23,7 +23,7 @@ from mcpd.runtime.config import GrpcSettings
 from mcpd.runtime.logging import configure_logging
 from mcpd.runtime.server import GrpcServer, ServiceRegistration
 from mcpd.runtime.telemetry import configure_telemetry
-from tests.libs.runtime.helpers import eventually
+from mcpd.testing.eventually import eventually_async
 
 
 class _Servicer(query_service_pb2_grpc.QueryServiceServicer):
@@ -66,7 +66,7 @@ async def _call(exporter: InMemorySpanExporter) -> None:
             stub = query_service_pb2_grpc.QueryServiceStub(channel)
             await stub.GetCapabilities(query_service_pb2.GetCapabilitiesRequest(), timeout=10)
             # The client span ends in the call's done callback, a moment after the response.
-            await eventually(lambda: _two_spans(exporter))
+            await eventually_async(lambda: _two_spans(exporter))
         finally:
             await channel.close()
 

@@ -92,6 +92,7 @@ async def test_without_an_endpoint_nothing_is_exported_whatever_the_environment(
     assert receiver.spans() == []
 
 
+@pytest.mark.e2e  # a child interpreter
 def test_global_setup_and_trace_propagation_between_channel_and_server() -> None:
     """In a fresh interpreter, since the global tracer provider can be set once per process."""
     result = subprocess.run(

@@ -1,27 +1,23 @@
 """Fixtures for the storage tests: real databases only.
 
 SQLite files and chdb data live in `tmp_path`. PostgreSQL tests run when
-MCPD_TEST_POSTGRES_URL is set, each in a schema of its own (created for the test, selected
-through libpq's `options=-csearch_path=...`, dropped afterwards), and are skipped otherwise.
+MCPD_TEST_POSTGRES_URL is set, and are skipped otherwise. A test of migrations gets an empty
+schema of its own (created for the test, selected through libpq's `options=-csearch_path=...`,
+dropped afterwards); a test of a migrated store gets a copy of a migrated template (`migrated`):
+a file or directory copy, or a database created from the template and dropped afterwards.
 """
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from mcpd.runtime.clock import ManualClock
 from mcpd.storage.sql.control_store import SqlControlStore
-from tests.libs.storage.helpers import T0, OpenedStore, open_store, sql_engine
-
-POSTGRES_ENV = "MCPD_TEST_POSTGRES_URL"
-POSTGRES_SKIP = f"{POSTGRES_ENV} is not set: PostgreSQL storage tests skipped"
+from tests.libs.storage.helpers import T0, Migrated, OpenedStore, open_store, postgres_schema
 
 SQL_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 TRACE_BACKENDS = [*SQL_BACKENDS, "clickhouse"]
@@ -29,22 +25,16 @@ TRACE_BACKENDS = [*SQL_BACKENDS, "clickhouse"]
 
 @pytest.fixture
 def postgres_url() -> Iterator[str]:
-    """A PostgreSQL URL whose search_path is a fresh schema, dropped after the test."""
-    base = os.environ.get(POSTGRES_ENV)
-    if not base:
-        pytest.skip(POSTGRES_SKIP)
-    base_url = make_url(base).set(drivername="postgresql+psycopg")
-    schema = f"mcpd_test_{uuid.uuid4().hex[:16]}"
-    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-        url = base_url.update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
+    """A PostgreSQL URL whose search_path is a fresh, empty schema, dropped after the test."""
+    with postgres_schema() as url:
+        yield url
+
+
+@pytest.fixture
+def migrated(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Migrated]:
+    """Migrated stores for this test, copied from the session's templates."""
+    with ExitStack() as stack:
+        yield Migrated(request, tmp_path, stack)
 
 
 @pytest.fixture
@@ -69,6 +59,18 @@ def trace_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Open
         opened.store.close()
 
 
+@pytest.fixture(params=TRACE_BACKENDS)
+def migrated_trace_store(
+    request: pytest.FixtureRequest, migrated: Migrated
+) -> Iterator[OpenedStore]:
+    """A migrated, empty trace store on each backend, with its statements recorded."""
+    opened = migrated.open("trace", request.param)
+    try:
+        yield opened
+    finally:
+        opened.store.close()
+
+
 @pytest.fixture(params=SQL_BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """A SQL backend name: sqlite, and postgres when it is available."""
@@ -84,11 +86,10 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def control_store(
-    backend: str, backend_url: str | None, tmp_path: Path, clock: ManualClock
+    backend: str, migrated: Migrated, clock: ManualClock
 ) -> Iterator[SqlControlStore]:
     """A migrated control store on each SQL backend, stamping rows with `clock`."""
-    opened = SqlControlStore(sql_engine("control", backend, tmp_path, backend_url), clock=clock)
-    opened.migrate()
+    opened = SqlControlStore(migrated.engine("control", backend), clock=clock)
     try:
         yield opened
     finally:

@@ -1,22 +1,29 @@
-"""Helpers shared by the storage tests: opening a store with its statements recorded."""
+"""Helpers shared by the storage tests: opening a store with its statements recorded, fresh
+or as a copy of a migrated template."""
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event, inspect
-from sqlalchemy.engine import Engine
+import pytest
+from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy.engine import Engine, make_url
 
 from mcpd.storage.clickhouse.executor import ChdbExecutor, ClickHouseExecutor, insert_statement
 from mcpd.storage.clickhouse.store import ClickHouseTraceStore
 from mcpd.storage.sql.control_store import SqlControlStore
 from mcpd.storage.sql.engine import Synchronous, create_postgres_engine, create_sqlite_engine
 from mcpd.storage.sql.stores import SqlRunStore, SqlTraceStore
+from mcpd.testing.pytest_plugin import POSTGRES_ENV, POSTGRES_SKIP
+from mcpd.testing.templates import ClickHouseTemplate, PostgresTemplates, SqliteTemplates, SqlKind
 
 DDL = re.compile(r"^\s*(CREATE|ALTER|DROP|RENAME|TRUNCATE)\b", re.IGNORECASE)
 WRITE = re.compile(r"^\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
@@ -109,3 +116,62 @@ def open_store(kind: str, backend: str, tmp_path: Path, postgres_url: str | None
         statements=record_statements(engine),
         engine=engine,
     )
+
+
+@contextmanager
+def postgres_schema() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh, empty schema, dropped afterwards; skips
+    without MCPD_TEST_POSTGRES_URL."""
+    base = os.environ.get(POSTGRES_ENV)
+    if not base:
+        pytest.skip(POSTGRES_SKIP)
+    base_url = make_url(base).set(drivername="postgresql+psycopg")
+    schema = f"mcpd_test_{uuid.uuid4().hex[:16]}"
+    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+        url = base_url.update_query_dict({"options": f"-csearch_path={schema}"})
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@dataclass
+class Migrated:
+    """Migrated, empty stores copied from the session's templates into `directory` (SQLite,
+    chdb) or into a database of their own (PostgreSQL), released by `stack`."""
+
+    request: pytest.FixtureRequest
+    directory: Path
+    stack: ExitStack
+
+    def prepare(self, kind: SqlKind, backend: str, *, fresh: bool = False) -> str | None:
+        """Lay out a migrated `kind` store on `backend` where `open_store` and `sql_engine`
+        look for it in `directory`; the PostgreSQL URL, None on the other backends. A
+        PostgreSQL database is an emptied one another test used unless `fresh`."""
+        match backend:
+            case "sqlite":
+                sqlite: SqliteTemplates = self.request.getfixturevalue("sqlite_templates")
+                sqlite.copy(kind, self.directory / f"{kind}.db")
+                return None
+            case "clickhouse":
+                assert kind == "trace"
+                clickhouse: ClickHouseTemplate = self.request.getfixturevalue("clickhouse_template")
+                clickhouse.copy(self.directory / "clickhouse")
+                return None
+            case "postgres":
+                postgres: PostgresTemplates = self.request.getfixturevalue("postgres_templates")
+                return self.stack.enter_context(postgres.database(kind, fresh=fresh))
+        raise ValueError(backend)
+
+    def open(self, kind: SqlKind, backend: str, *, fresh: bool = False) -> OpenedStore:
+        """A migrated `kind` store on `backend`, statements recorded from now on."""
+        url = self.prepare(kind, backend, fresh=fresh)
+        return open_store(kind, backend, self.directory, url)
+
+    def engine(self, kind: SqlKind, backend: str) -> Engine:
+        """An engine on a migrated `kind` store on a SQL backend."""
+        return sql_engine(kind, backend, self.directory, self.prepare(kind, backend))

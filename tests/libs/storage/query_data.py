@@ -25,23 +25,20 @@ projects shows duplicates or tr-z.
 
 from __future__ import annotations
 
-import os
-import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from typing import Any, TypeVar, cast
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import text
 
 from mcpd.model.v1 import enums_pb2
 from mcpd.signals.batch import SignalBatch
 from mcpd.signals.queries import Page
 from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow
+from mcpd.testing.eventually import eventually
 from tests.libs.signals.samples import feedback, log, metric, score, span
-from tests.libs.storage.helpers import OpenedStore, open_store
+from tests.libs.storage.helpers import Migrated, OpenedStore
 
 Row = TypeVar("Row")
 
@@ -473,28 +470,6 @@ def batch(project: str = P, received_at: int = R0, **rows: Any) -> SignalBatch:
 # --- a loaded store shared by a module's read-only tests ---------------------------------------
 
 BACKENDS: list[Any] = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres), "clickhouse"]
-POSTGRES_ENV = "MCPD_TEST_POSTGRES_URL"
-
-
-@contextmanager
-def postgres_schema() -> Iterator[str]:
-    """A PostgreSQL URL whose search_path is a fresh schema, dropped afterwards (the conftest's
-    `postgres_url`, for a module-scoped store); skips without MCPD_TEST_POSTGRES_URL."""
-    base = os.environ.get(POSTGRES_ENV)
-    if not base:
-        pytest.skip(f"{POSTGRES_ENV} is not set: PostgreSQL storage tests skipped")
-    base_url = make_url(base).set(drivername="postgresql+psycopg")
-    schema = f"mcpd_test_{uuid.uuid4().hex[:16]}"
-    admin = create_engine(base_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-        url = base_url.update_query_dict({"options": f"-csearch_path={schema}"})
-        yield url.render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -506,10 +481,9 @@ def loaded(
     writes takes the conftest's function-scoped `trace_store` instead."""
     backend: str = request.param
     with ExitStack() as stack:
-        url = stack.enter_context(postgres_schema()) if backend == "postgres" else None
-        opened = open_store("trace", backend, tmp_path_factory.mktemp(f"query-{backend}"), url)
+        migrated = Migrated(request, tmp_path_factory.mktemp(f"query-{backend}"), stack)
+        opened = migrated.open("trace", backend)
         stack.callback(opened.store.close)
-        opened.store.migrate()
         load(opened.store)
         yield opened.store
 
@@ -532,14 +506,12 @@ def settle(opened: OpenedStore, timeout_s: float = 60.0) -> None:
     there); nothing to wait for on a backend with immediate deletes."""
     if opened.store.capabilities().immediate_deletes:
         return
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def no_mutation_pending() -> None:
         rows = opened.store.executor.query("SELECT count() FROM system.mutations WHERE is_done = 0")
-        if int(rows[0][0]) == 0:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError("ClickHouse mutations did not finish in time")
-        time.sleep(0.05)
+        assert int(rows[0][0]) == 0, "ClickHouse mutations did not finish in time"
+
+    eventually(no_mutation_pending, timeout=timeout_s)
 
 
 def quiesce(opened: OpenedStore, timeout_s: float = 60.0) -> None:
@@ -554,19 +526,18 @@ def quiesce(opened: OpenedStore, timeout_s: float = 60.0) -> None:
     with opened.engine.connect() as conn:
         horizon = int(conn.execute(text("SELECT pg_current_xact_id()::text::bigint")).scalar_one())
         conn.commit()
-    deadline = time.monotonic() + timeout_s
-    while True:
-        with opened.engine.connect() as conn:
+    engine = opened.engine
+
+    def every_older_transaction_ended() -> None:
+        with engine.connect() as conn:
             oldest = int(
                 conn.execute(
                     text("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
                 ).scalar_one()
             )
-        if oldest > horizon:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError("a PostgreSQL transaction stayed open for over a minute")
-        time.sleep(0.05)
+        assert oldest > horizon, "a PostgreSQL transaction stayed open for over a minute"
+
+    eventually(every_older_transaction_ended, timeout=timeout_s)
 
 
 def page_through(

@@ -5,7 +5,6 @@ window is handed to the engine as a TTL."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +25,8 @@ from mcpd.storage.clickhouse.signals.erasure import (
     chunks,
     set_default_ttl,
 )
+from mcpd.testing.eventually import eventually
+from mcpd.testing.templates import ClickHouseTemplate
 from services.ingest.trace_sessions import TraceSessions
 from tests.libs.signals.samples import MS, T0, aspect_note, feedback, log, metric, score, span
 from tests.libs.storage.helpers import RecordingExecutor
@@ -71,14 +72,15 @@ class Store:
     def wait_for_mutations(self) -> None:
         """Until every mutation of the database is applied (chdb applies them at once; a
         server would take a while)."""
-        deadline = time.monotonic() + MUTATION_TIMEOUT_S
         pending = (
             "SELECT count() FROM system.mutations "
             "WHERE database = currentDatabase() AND NOT is_done"
         )
-        while self.query(pending)[0][0]:
-            assert time.monotonic() < deadline, "mutations still pending"
-            time.sleep(0.05)
+
+        def none_pending() -> None:
+            assert not self.query(pending)[0][0], "mutations still pending"
+
+        eventually(none_pending, timeout=MUTATION_TIMEOUT_S)
 
     def tables(self) -> dict[str, bool]:
         """Every table of the database, and whether it has a `project` column."""
@@ -115,10 +117,9 @@ class Store:
 
 
 @pytest.fixture
-def ch(tmp_path: Path) -> Iterator[Store]:
-    executor = RecordingExecutor(ChdbExecutor(tmp_path / "clickhouse"))
+def ch(tmp_path: Path, clickhouse_template: ClickHouseTemplate) -> Iterator[Store]:
+    executor = RecordingExecutor(ChdbExecutor(clickhouse_template.copy(tmp_path / "clickhouse")))
     store = ClickHouseTraceStore(executor)
-    store.migrate()
     try:
         yield Store(executor, store, ClickHouseSessionStore(executor))
     finally:

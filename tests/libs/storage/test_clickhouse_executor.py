@@ -33,6 +33,7 @@ from mcpd.storage.clickhouse.params import (
     format_param,
 )
 from mcpd.storage.clickhouse.store import ClickHouseTraceStore
+from mcpd.testing.templates import ClickHouseTemplate
 from tests.libs.signals.samples import T0, span
 
 NASTY_STRINGS = [
@@ -577,7 +578,10 @@ def test_http_insert_errors_are_translated(stub: StubClickHouse, http: HttpExecu
 
 
 def test_a_large_group_commit_over_http_keeps_every_url_small(
-    stub: StubClickHouse, http: HttpExecutor, tmp_path: Path
+    stub: StubClickHouse,
+    http: HttpExecutor,
+    tmp_path: Path,
+    clickhouse_template: ClickHouseTemplate,
 ) -> None:
     # 512 spans of ~4 KB in one call: 2 MiB of span data, twice the default http_max_uri_size.
     spans = [
@@ -605,9 +609,8 @@ def test_a_large_group_commit_over_http_keeps_every_url_small(
     assert len(inserts[0].body) > 2 * 1024 * 1024
 
     # The bodies, run by the engine, store what the same call stores through chdb.
-    direct = ClickHouseTraceStore(ChdbExecutor(tmp_path / "direct"))
+    direct = ClickHouseTraceStore(ChdbExecutor(clickhouse_template.copy(tmp_path / "direct")))
     try:
-        direct.migrate()
         assert direct.write_batches(batches) == [True]
         expected = [
             direct.trace_records("p", f"t{trace}", logs=True, scores=True, feedback=True)
@@ -615,9 +618,8 @@ def test_a_large_group_commit_over_http_keeps_every_url_small(
         ]
     finally:
         direct.close()
-    replayed = ClickHouseTraceStore(ChdbExecutor(tmp_path / "replayed"))
+    replayed = ClickHouseTraceStore(ChdbExecutor(clickhouse_template.copy(tmp_path / "replayed")))
     try:
-        replayed.migrate()
         for request in inserts:
             replayed.executor.command(request.body.decode())
         found = [

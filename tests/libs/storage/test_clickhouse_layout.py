@@ -21,6 +21,7 @@ from mcpd.storage.clickhouse import ChdbExecutor, ClickHouseTraceStore
 from mcpd.storage.clickhouse.migrate import MIGRATIONS_DIR, load_migrations, migrate
 from mcpd.storage.clickhouse.signals import columns
 from mcpd.storage.clickhouse.signals.columns import SPANS, TRACE_ROW, TRACES, Table
+from mcpd.testing.templates import ClickHouseTemplate
 from tests.libs.signals.samples import MS, T0, span
 
 SECOND = 1_000_000_000
@@ -50,12 +51,11 @@ class Capturing:
 
 
 class Store:
-    """A migrated ClickHouse trace store on chdb."""
+    """A ClickHouse trace store on chdb over a migrated data directory."""
 
     def __init__(self, path: Path) -> None:
         self.executor = Capturing(ChdbExecutor(path))
         self.store = ClickHouseTraceStore(self.executor)
-        self.store.migrate()
 
     def write(self, *spans: SpanRow, received_at: int = T0 + SECOND) -> None:
         batch = SignalBatch(key_project="p", ingest_key=None, received_at=received_at)
@@ -76,8 +76,8 @@ class Store:
 
 
 @pytest.fixture
-def ch(tmp_path: Path) -> Iterator[Store]:
-    opened = Store(tmp_path / "clickhouse")
+def ch(tmp_path: Path, clickhouse_template: ClickHouseTemplate) -> Iterator[Store]:
+    opened = Store(clickhouse_template.copy(tmp_path / "clickhouse"))
     try:
         yield opened
     finally:

@@ -20,6 +20,7 @@ from mcpd.storage.clickhouse.migrate import MIGRATIONS_DIR, migrate
 from mcpd.storage.clickhouse.signals import columns
 from mcpd.storage.clickhouse.signals.columns import ASPECT_NOTES, METRICS, Table
 from mcpd.storage.clickhouse.signals.writes import FACET_REFRESH_NS
+from mcpd.testing.templates import ClickHouseTemplate
 from tests.libs.signals.samples import (
     MS,
     T0,
@@ -57,12 +58,12 @@ COST = {
 
 
 class Store:
-    """A migrated ClickHouse trace store on chdb, with the statements it issues recorded."""
+    """A ClickHouse trace store on chdb over a migrated data directory, with the statements it
+    issues recorded."""
 
     def __init__(self, path: Path) -> None:
         self.executor = RecordingExecutor(ChdbExecutor(path))
         self.store = ClickHouseTraceStore(self.executor)
-        self.store.migrate()
 
     def write(self, *batches: SignalBatch) -> list[bool]:
         written: list[bool] = self.store.write_batches(list(batches))
@@ -83,8 +84,8 @@ class Store:
 
 
 @pytest.fixture
-def ch(tmp_path: Path) -> Iterator[Store]:
-    opened = Store(tmp_path / "clickhouse")
+def ch(tmp_path: Path, clickhouse_template: ClickHouseTemplate) -> Iterator[Store]:
+    opened = Store(clickhouse_template.copy(tmp_path / "clickhouse"))
     try:
         yield opened
     finally:

@@ -23,7 +23,8 @@ from tests.libs.storage.durability_child import ROWS_PER_TRANSACTION
 CHILD = Path(__file__).with_name("durability_child.py")
 ACKS_BEFORE_KILL = 200
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
+# The writer is a child process, killed with SIGKILL.
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")]
 
 
 def _run_and_kill(db: Path, kind: str) -> list[int]:

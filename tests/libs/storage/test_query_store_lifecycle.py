@@ -55,10 +55,9 @@ Q = "q"
 
 
 @pytest.fixture
-def opened(trace_store: OpenedStore) -> OpenedStore:
+def opened(migrated_trace_store: OpenedStore) -> OpenedStore:
     """A migrated trace store on each backend (empty)."""
-    trace_store.store.migrate()
-    return trace_store
+    return migrated_trace_store
 
 
 def trace_ids(store: Any, project: str = P) -> list[str]:

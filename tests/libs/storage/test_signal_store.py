@@ -27,7 +27,7 @@ from tests.libs.signals.samples import (
     score,
     span,
 )
-from tests.libs.storage.helpers import open_store
+from tests.libs.storage.helpers import Migrated, open_store
 
 # The lead adds "clickhouse" here when that backend implements the surface.
 SIGNAL_BACKENDS: list[Any] = [
@@ -58,16 +58,17 @@ class SignalStores:
 
 
 @pytest.fixture(params=SIGNAL_BACKENDS)
-def signal_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SignalStores]:
+def signal_store(
+    request: pytest.FixtureRequest, migrated: Migrated, tmp_path: Path
+) -> Iterator[SignalStores]:
     """A migrated trace store on each backend."""
     backend: str = request.param
-    pg = request.getfixturevalue("postgres_url") if backend == "postgres" else None
+    url = migrated.prepare("trace", backend)
 
     def opener() -> Any:
-        return open_store("trace", backend, tmp_path, pg).store
+        return open_store("trace", backend, tmp_path, url).store
 
     stores = SignalStores(backend, opener(), opener)
-    stores.store.migrate()
     try:
         yield stores
     finally:
@@ -264,13 +265,10 @@ def test_read_order(signal_store: SignalStores) -> None:
     assert [row["feedback_id"] for row in found.feedback] == ["f2", "f1"]
 
 
-def test_metrics_and_notes_are_stored_whole(
-    backend: str, backend_url: str | None, tmp_path: Path
-) -> None:
+def test_metrics_and_notes_are_stored_whole(backend: str, migrated: Migrated) -> None:
     # Nothing on the TraceStore protocol reads these back yet, so this reads the SQL tables.
-    opened = open_store("trace", backend, tmp_path, backend_url)
+    opened = migrated.open("trace", backend)
     try:
-        opened.store.migrate()
         point = metric(
             "m1",
             **CORRELATION,

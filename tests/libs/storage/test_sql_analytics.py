@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +15,7 @@ from mcpd.signals.rows import SpanRow
 from mcpd.signals.stats import latency_figures
 from mcpd.storage.sql.stores import SqlTraceStore
 from tests.libs.signals.samples import MS, T0, span
-from tests.libs.storage.helpers import open_store
+from tests.libs.storage.helpers import Migrated
 
 MINUTE = 60_000 * MS
 HOUR = 60 * MINUTE
@@ -87,10 +86,9 @@ DATASET: list[SpanRow] = [
 
 
 @pytest.fixture
-def store(backend: str, backend_url: str | None, tmp_path: Path) -> Iterator[SqlTraceStore]:
+def store(backend: str, migrated: Migrated) -> Iterator[SqlTraceStore]:
     """A migrated SQL trace store holding DATASET in project p, and a trace of project q."""
-    opened: SqlTraceStore = open_store("trace", backend, tmp_path, backend_url).store
-    opened.migrate()
+    opened: SqlTraceStore = migrated.open("trace", backend).store
     other = root("t1", T0, 999, project="q", environment="prod", name="chat")
     opened.write_batches([_batch("p", DATASET), _batch("q", [other])])
     try:
@@ -214,9 +212,7 @@ def test_an_empty_window_has_one_empty_row_ungrouped_and_no_groups(store: SqlTra
     assert store.group_figures("p", empty, "model") == []
 
 
-def test_quantiles_are_percentile_cont_of_the_durations(
-    backend: str, backend_url: str | None, tmp_path: Path
-) -> None:
+def test_quantiles_are_percentile_cont_of_the_durations(backend: str, migrated: Migrated) -> None:
     rng = random.Random(11)
     durations = {name: [rng.randrange(1, 5_000_000_000) for _ in range(37)] for name in "ab"}
     spans = [
@@ -232,9 +228,8 @@ def test_quantiles_are_percentile_cont_of_the_durations(
         for name, values in durations.items()
         for i, duration in enumerate(values)
     ]
-    store: SqlTraceStore = open_store("trace", backend, tmp_path, backend_url).store
+    store: SqlTraceStore = migrated.open("trace", backend).store
     try:
-        store.migrate()
         store.write_batches([_batch("p", spans)])
 
         groups = store.group_figures("p", WINDOW, "name")

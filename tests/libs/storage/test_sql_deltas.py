@@ -5,10 +5,8 @@ commit concurrently."""
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,17 +20,17 @@ from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.schema import trace as schema
 from mcpd.storage.sql.signals import write_batches
 from mcpd.storage.sql.stores import SqlTraceStore
+from mcpd.testing.eventually import eventually
 from tests.libs.signals.samples import MS, T0, log, span
-from tests.libs.storage.helpers import OpenedStore, open_store
+from tests.libs.storage.helpers import Migrated, OpenedStore
 from tests.libs.storage.query_data import quiesce
 
 IDENTITY = {"traces": ("trace_id",), "spans": ("trace_id", "span_id"), "logs": ("log_id",)}
 
 
 @pytest.fixture
-def opened(backend: str, backend_url: str | None, tmp_path: Path) -> Iterator[OpenedStore]:
-    store = open_store("trace", backend, tmp_path, backend_url)
-    store.store.migrate()
+def opened(backend: str, migrated: Migrated) -> Iterator[OpenedStore]:
+    store = migrated.open("trace", backend)
     try:
         yield store
     finally:
@@ -289,12 +287,15 @@ def test_concurrent_writers_are_seen_exactly_once_and_traces_end_final(
         thread.join()
     assert errors == []
     expected = BATCHES * sum(PER_BATCH)
-    deadline = time.monotonic() + 60
+
+    def every_row_seen() -> None:
+        while poller.poll():
+            pass
+        assert len(poller.seen["spans"]) >= expected, "spans missing after the writers finished"
+        assert len(poller.seen["logs"]) >= expected, "logs missing after the writers finished"
+
     # PostgreSQL: a transaction of another session can hold the horizon back for a moment.
-    while len(poller.seen["spans"]) < expected or len(poller.seen["logs"]) < expected:
-        assert time.monotonic() < deadline, "rows still missing after the writers finished"
-        if not poller.poll():
-            time.sleep(0.01)
+    eventually(every_row_seen, timeout=60)
     settle(store)
     while poller.poll():
         pass

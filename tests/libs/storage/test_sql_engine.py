@@ -20,7 +20,7 @@ from mcpd.storage.sql.engine import (
 from mcpd.storage.sql.engine import postgres_url as parse_postgres_url
 from mcpd.storage.sql.schema import run
 from mcpd.storage.sql.stores import SqlRunStore
-from tests.libs.storage.helpers import record_statements, sql_engine
+from tests.libs.storage.helpers import Migrated, record_statements, sql_engine
 
 
 @pytest.mark.parametrize(("synchronous", "pragma_value"), [("NORMAL", 1), ("FULL", 2)])
@@ -84,9 +84,8 @@ def test_sqlite_read_connection_takes_no_write_lock(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def run_store(backend: str, backend_url: str | None, tmp_path: Path) -> Iterator[SqlRunStore]:
-    store = SqlRunStore(sql_engine("run", backend, tmp_path, backend_url))
-    store.migrate()
+def run_store(backend: str, migrated: Migrated) -> Iterator[SqlRunStore]:
+    store = SqlRunStore(migrated.engine("run", backend))
     try:
         yield store
     finally:

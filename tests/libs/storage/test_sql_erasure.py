@@ -36,7 +36,7 @@ from mcpd.storage.sql.signals import erasure
 from mcpd.storage.sql.stores import SqlTraceStore
 from services.ingest.trace_sessions import TraceSessions
 from tests.libs.signals.samples import MS, T0, aspect_note, feedback, log, metric, score, span
-from tests.libs.storage.helpers import OpenedStore, open_store, sql_engine
+from tests.libs.storage.helpers import Migrated, OpenedStore, sql_engine
 
 USER = "uhash-6f1e0c77a2b94d3e"  # the keyed hash of the subject's user id
 RAW_USER = "alice.subject@example.org"  # the same person, stored before hashing
@@ -88,9 +88,8 @@ class World:
 
 
 @pytest.fixture
-def world(backend: str, backend_url: str | None, tmp_path: Path) -> Iterator[World]:
-    opened = open_store("trace", backend, tmp_path, backend_url)
-    opened.store.migrate()
+def world(backend: str, migrated: Migrated, tmp_path: Path) -> Iterator[World]:
+    opened = migrated.open("trace", backend)
     index_dir = tmp_path / "search" if backend == "sqlite" else None
     sessions = SqlSessionStore(opened.store.engine, index_dir=index_dir)
     try:
@@ -384,9 +383,11 @@ def test_retention_takes_old_spans_of_a_younger_trace_and_re_projects_it(world: 
 
 
 def test_retention_refuses_unknown_signals_and_leaves_the_audit_log(
-    world: World, backend: str, backend_url: str | None, tmp_path: Path
+    world: World, backend: str, tmp_path: Path
 ) -> None:
-    control = SqlControlStore(sql_engine("control", backend, tmp_path, backend_url))
+    # On PostgreSQL the control store shares the trace store's database, as a deployment may.
+    url = world.opened.store.engine.url.render_as_string(hide_password=False)
+    control = SqlControlStore(sql_engine("control", backend, tmp_path, url))
     control.migrate()
     try:
         stamp = timestamp_pb2.Timestamp()

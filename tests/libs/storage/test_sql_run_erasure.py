@@ -4,7 +4,6 @@ hangs off them; a tree with a live run stays whole and is counted."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,16 +13,15 @@ from sqlalchemy.engine import Engine
 from mcpd.storage.run_records import RunErasure
 from mcpd.storage.sql.schema import run as schema
 from mcpd.storage.sql.stores import SqlRunStore
-from tests.libs.storage.helpers import sql_engine
+from tests.libs.storage.helpers import Migrated
 
 T = 1_767_225_600_000_000_000
 SUBJECT = ("u-hash", "u-plain")
 
 
 @pytest.fixture
-def run_store(backend: str, backend_url: str | None, tmp_path: Path) -> Iterator[SqlRunStore]:
-    store = SqlRunStore(sql_engine("run", backend, tmp_path, backend_url))
-    store.migrate()
+def run_store(backend: str, migrated: Migrated) -> Iterator[SqlRunStore]:
+    store = SqlRunStore(migrated.engine("run", backend))
     with store.engine.begin() as conn:
         for project in ("p", "q"):
             conn.execute(

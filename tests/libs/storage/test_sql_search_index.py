@@ -21,14 +21,13 @@ from mcpd.storage.sql.schema import StoreName
 from mcpd.storage.sql.signals import lists
 from mcpd.storage.sql.signals.statements import folded_words, search_words
 from tests.libs.signals.samples import MS, T0, log, score, span
-from tests.libs.storage.helpers import OpenedStore, open_store
+from tests.libs.storage.helpers import Migrated, OpenedStore, open_store
 
 
 @pytest.fixture
-def opened(backend: str, backend_url: str | None, tmp_path: Path) -> Iterator[OpenedStore]:
+def opened(backend: str, migrated: Migrated) -> Iterator[OpenedStore]:
     """A migrated trace store on each SQL backend."""
-    store = open_store("trace", backend, tmp_path, backend_url)
-    store.store.migrate()
+    store = migrated.open("trace", backend)
     try:
         yield store
     finally:

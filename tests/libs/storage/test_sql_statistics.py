@@ -4,7 +4,6 @@ the server's autovacuum is off (`mcpd.storage.sql.statistics`). Real PostgreSQL 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, create_engine, text
@@ -13,7 +12,7 @@ from mcpd.signals.batch import SignalBatch
 from mcpd.storage.sql.statistics import ANALYZE_THRESHOLD, PlannerStatistics
 from mcpd.storage.sql.stores import SqlTraceStore
 from tests.libs.signals.samples import T0, span
-from tests.libs.storage.helpers import open_store
+from tests.libs.storage.helpers import Migrated
 
 pytestmark = pytest.mark.postgres
 
@@ -91,11 +90,11 @@ def test_it_runs_exactly_when_the_servers_autovacuum_is_off(engine: Engine) -> N
     assert PlannerStatistics(engine).enabled is (autovacuum != "on")
 
 
-def test_the_trace_store_keeps_its_span_statistics(postgres_url: str, tmp_path: Path) -> None:
-    opened = open_store("trace", "postgres", tmp_path, postgres_url)
+def test_the_trace_store_keeps_its_span_statistics(migrated: Migrated) -> None:
+    # A database no test has written to: one emptied after another test may be analyzed.
+    opened = migrated.open("trace", "postgres", fresh=True)
     store = opened.store
     assert isinstance(store, SqlTraceStore)
-    store.migrate()
     spans = [span(f"s{index}", trace_id=f"t{index // 10}") for index in range(200)]
     store.write_batches(
         [SignalBatch(key_project="p", ingest_key=None, received_at=T0, spans=spans)]

@@ -6,7 +6,6 @@ head (`mcpd.signals.documents`). test_query_store_detail.py checks the behaviour
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -19,7 +18,7 @@ from mcpd.model.v1 import enums_pb2, telemetry_pb2
 from mcpd.signals import documents, messages
 from mcpd.signals.batch import SignalBatch
 from tests.libs.storage.detail_checks import rendered_and_encoded
-from tests.libs.storage.helpers import OpenedStore, open_store
+from tests.libs.storage.helpers import Migrated, OpenedStore
 
 T0 = 1_793_491_200_123_456_789
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -88,9 +87,10 @@ def ingested_spans() -> list[telemetry_pb2.Span]:
     return [root, child]
 
 
-def test_ingested_spans_render_as_the_codec_encodes_them(trace_store: OpenedStore) -> None:
-    store = trace_store.store
-    store.migrate()
+def test_ingested_spans_render_as_the_codec_encodes_them(
+    migrated_trace_store: OpenedStore,
+) -> None:
+    store = migrated_trace_store.store
     rows = [messages.span_row(span) for span in ingested_spans()]
     batch = SignalBatch(key_project="p", ingest_key=None, received_at=T0 + 9_000_000, spans=rows)
     assert store.write_batches([batch]) == [True]
@@ -117,11 +117,10 @@ def write_nan_span(store: Any) -> None:
 
 
 @pytest.fixture
-def sql_store(backend: str, backend_url: str | None, tmp_path: Path) -> Iterator[OpenedStore]:
+def sql_store(backend: str, migrated: Migrated) -> Iterator[OpenedStore]:
     """A migrated trace store on each SQL backend (only they keep a rendered head per span)."""
-    opened = open_store("trace", backend, tmp_path, backend_url)
+    opened = migrated.open("trace", backend)
     try:
-        opened.store.migrate()
         yield opened
     finally:
         opened.store.close()
@@ -150,12 +149,11 @@ def test_spans_stored_before_the_rendered_head_render_alike(sql_store: OpenedSto
     assert rendered == encoded
 
 
-def test_a_payload_with_a_non_finite_number_still_renders_as_json(tmp_path: Path) -> None:
+def test_a_payload_with_a_non_finite_number_still_renders_as_json(migrated: Migrated) -> None:
     # SQLite stores a NaN inside a payload as the serializer writes it (the token NaN). JSON has
     # no spelling for it: the detail carries null there and still parses.
-    opened = open_store("trace", "sqlite", tmp_path, None)
+    opened = migrated.open("trace", "sqlite")
     store = opened.store
-    store.migrate()
     write_nan_span(store)
 
     body = store.trace_detail_json("p", TRACE, logs=False, scores=False, feedback=False)
@@ -189,11 +187,12 @@ def test_a_row_missing_fields_the_codec_always_writes_still_renders_them() -> No
     )
 
 
-def test_nul_characters_render_as_the_stored_text_holds_them(trace_store: OpenedStore) -> None:
+def test_nul_characters_render_as_the_stored_text_holds_them(
+    migrated_trace_store: OpenedStore,
+) -> None:
     # Text columns replace NUL with U+FFFD (PostgreSQL's text cannot hold it): the rendered head
     # must say what the row reads back, not what was sent.
-    store = trace_store.store
-    store.migrate()
+    store = migrated_trace_store.store
     span = ingested_spans()[1]
     span.name = "tool\x00call"
     span.model = "m\x00"

@@ -39,6 +39,9 @@ server.serve_forever()
 server.server_close()
 """
 
+# Each stand-in daemon is a child process.
+pytestmark = pytest.mark.e2e
+
 
 def _fake(tmp_path: Path, *args: str) -> list[str]:
     script = tmp_path / "fake_daemon.py"
@@ -109,6 +112,51 @@ def test_daemon_process_surfaces_stderr_when_the_daemon_exits(tmp_path: Path) ->
     assert "boom: no config" in str(info.value)
     assert daemon.workdir is not None
     assert not daemon.workdir.exists()
+
+
+# Records each start in the file it is given; fails as a taken port does until `fail` starts.
+FLAKY_PORT = """
+import pathlib, runpy, sys
+
+starts = pathlib.Path(sys.argv[1])
+starts.write_text(starts.read_text() + "x" if starts.exists() else "x")
+if len(starts.read_text()) <= int(sys.argv[2]):
+    sys.stderr.write("[Errno 98] error while attempting to bind: Address already in use\\n")
+    sys.exit(1)
+sys.argv = [sys.argv[3]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _flaky(tmp_path: Path, failures: int) -> tuple[list[str], Path]:
+    """A command whose first `failures` starts lose a port race; the file counting starts."""
+    script = tmp_path / "flaky.py"
+    script.write_text(FLAKY_PORT, encoding="utf-8")
+    starts = tmp_path / "starts"
+    fake = _fake(tmp_path)[1]
+    return [sys.executable, str(script), str(starts), str(failures), fake], starts
+
+
+def test_a_start_that_loses_a_port_race_is_tried_again_on_new_ports(tmp_path: Path) -> None:
+    command, starts = _flaky(tmp_path, failures=2)
+    with DaemonProcess(command=command) as daemon:
+        assert httpx.get(daemon.http_url + "/healthz", trust_env=False).status_code == 200
+    assert starts.read_text() == "xxx"
+    assert daemon.returncode == 0
+
+
+def test_a_port_race_is_not_retried_forever_nor_on_chosen_addresses(tmp_path: Path) -> None:
+    command, starts = _flaky(tmp_path, failures=10)
+    with pytest.raises(DaemonStartError, match="Address already in use"):
+        DaemonProcess(command=command).start()
+    assert starts.read_text() == "xxx"
+
+    starts.unlink()
+    chosen = DaemonProcess(command=command, extra_env={"MCPD_HTTP_ADDR": "127.0.0.1:1"})
+    with pytest.raises(DaemonStartError, match="Address already in use"):
+        chosen.start()
+    assert starts.read_text() == "x"
+    assert chosen.returncode == 1
 
 
 def test_daemon_process_gives_up_after_the_start_timeout(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from mcpd.runtime.clock import ManualClock
 from mcpd.sessions.store import SearchQuery
 from mcpd.storage import open_stores
 from mcpd.storage.factory import Stores
+from mcpd.testing.templates import SqliteTemplates
 from services.ingest.tests.transcripts.ingest_fakes import (
     LineParser,
     MemorySessions,
@@ -122,10 +123,9 @@ class Rig:
 
 
 @pytest.fixture
-def stores(tmp_path: Path) -> Iterator[Stores]:
-    with open_stores(
-        "sqlite", data_dir=tmp_path / "data", postgres_url=None, clickhouse_url=None
-    ) as opened:
+def stores(tmp_path: Path, sqlite_templates: SqliteTemplates) -> Iterator[Stores]:
+    data_dir = sqlite_templates.data_dir(tmp_path / "data")
+    with open_stores("sqlite", data_dir=data_dir, postgres_url=None, clickhouse_url=None) as opened:
         yield opened
 
 

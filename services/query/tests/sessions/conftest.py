@@ -15,19 +15,13 @@ from mcpd.sessions.model import AssembledSession
 from mcpd.sessions.store import SessionStore
 from services.query.sessions import OUTPUT_SCHEMAS, SessionTools, ToolResult
 from services.query.tests.sessions.memory_store import MemorySessionStore
-from services.query.tests.sessions.sql_store import migrated_database, open_sqlite
+from services.query.tests.sessions.sql_store import open_sqlite
 
 CURSOR_KEY = b"test-cursor-key-0123456789abcdef"
 SOURCES = ("codex", "claude", "pi", "omp")
 
 
 STORE_KINDS = ["memory", "sqlite"]
-
-
-@pytest.fixture(scope="session")
-def sql_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A migrated empty SQLite trace database, made once per test run."""
-    return migrated_database(tmp_path_factory.mktemp("sessions-template"))
 
 
 @pytest.fixture(params=STORE_KINDS)
@@ -37,7 +31,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionSto
     if request.param == "memory":
         yield MemorySessionStore()
         return
-    opened = open_sqlite(tmp_path, request.getfixturevalue("sql_template"))
+    opened = open_sqlite(tmp_path, request.getfixturevalue("sqlite_templates"))
     try:
         yield opened
     finally:

@@ -11,6 +11,7 @@ import pytest
 
 from mcpd.runtime.clock import ManualClock
 from mcpd.sessions.store import SearchQuery, SearchResult
+from mcpd.testing.eventually import eventually_async
 from services.query.sessions.admission import Admission
 from services.query.tests.sessions.builders import build, user
 from services.query.tests.sessions.conftest import call, make_tools, seed
@@ -34,6 +35,10 @@ class Gate:
     async def wait_entered(self, count: int) -> None:
         for _ in range(count):
             assert await asyncio.to_thread(self.entered.acquire, True, 10)
+
+
+def _assert_running(admission: Admission, count: int) -> None:
+    assert admission.running == count
 
 
 async def test_full_queue_is_busy(memory: MemorySessionStore, clock: ManualClock) -> None:
@@ -74,11 +79,7 @@ async def test_cancellation_propagates_and_holds_the_slot(
     assert tools.admission.running == 1
     assert (await call(tools, "search_sessions", {"query": "x"}))["error"]["code"] == "busy"
     gate.opened.set()
-    for _ in range(100):
-        if tools.admission.running == 0:
-            break
-        await asyncio.sleep(0.01)
-    assert tools.admission.running == 0
+    await eventually_async(lambda: _assert_running(tools.admission, 0))
     assert "data" in await call(tools, "search_sessions", {"query": "needle"})
 
 
@@ -86,7 +87,7 @@ async def test_cancelled_while_queued_leaves_no_trace() -> None:
     admission = Admission(max_in_flight=1, max_queued=4)
     release = threading.Event()
     first = asyncio.create_task(admission.run(lambda: release.wait(10)))
-    await asyncio.sleep(0.01)
+    await eventually_async(lambda: _assert_running(admission, 1))
     queued = asyncio.create_task(admission.run(lambda: "never"))
     await asyncio.sleep(0)
     assert admission.waiting == 1

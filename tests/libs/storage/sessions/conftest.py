@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mcpd.storage.clickhouse import ChdbExecutor, ClickHouseTraceStore
 from mcpd.storage.clickhouse.sessions import ClickHouseSessionStore
 from mcpd.storage.sql.sessions import SqlSessionStore
-from mcpd.storage.sql.stores import SqlTraceStore
-from tests.libs.storage.helpers import sql_engine
+from tests.libs.storage.helpers import Migrated
 
 SQL_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 SESSION_BACKENDS = [*SQL_BACKENDS, "clickhouse"]
@@ -22,32 +20,31 @@ AnySessionStore = SqlSessionStore | ClickHouseSessionStore
 
 
 @pytest.fixture(params=SESSION_BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[AnySessionStore]:
-    """A session store on a freshly migrated trace database, closed afterwards."""
+def store(
+    request: pytest.FixtureRequest, migrated: Migrated, tmp_path: Path
+) -> Iterator[AnySessionStore]:
+    """A session store on a fresh copy of a migrated trace database, closed afterwards."""
     backend: str = request.param
     if backend == "clickhouse":
-        trace = ClickHouseTraceStore(ChdbExecutor(tmp_path / "clickhouse"))
-        trace.migrate()
+        trace = migrated.open("trace", backend).store
         try:
             yield ClickHouseSessionStore(trace.executor)
         finally:
             trace.close()
         return
-    yield from _sql_store(request, backend, tmp_path)
+    yield from _sql_store(migrated, backend, tmp_path)
 
 
 @pytest.fixture(params=SQL_BACKENDS)
-def sql_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SqlSessionStore]:
-    """A SQL session store only: for tests that look at the SQL tables or the search backend."""
-    yield from _sql_store(request, request.param, tmp_path)
-
-
-def _sql_store(
-    request: pytest.FixtureRequest, backend: str, tmp_path: Path
+def sql_store(
+    request: pytest.FixtureRequest, migrated: Migrated, tmp_path: Path
 ) -> Iterator[SqlSessionStore]:
-    url = request.getfixturevalue("postgres_url") if backend == "postgres" else None
-    engine = sql_engine("trace", backend, tmp_path, url)
-    SqlTraceStore(engine).migrate()
+    """A SQL session store only: for tests that look at the SQL tables or the search backend."""
+    yield from _sql_store(migrated, request.param, tmp_path)
+
+
+def _sql_store(migrated: Migrated, backend: str, tmp_path: Path) -> Iterator[SqlSessionStore]:
+    engine = migrated.engine("trace", backend)
     index_dir = tmp_path / "search" / "events" if backend == "sqlite" else None
     opened = SqlSessionStore(engine, index_dir=index_dir)
     try:

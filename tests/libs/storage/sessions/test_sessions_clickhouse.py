@@ -13,6 +13,7 @@ from mcpd.storage.clickhouse import ChdbExecutor, ClickHouseTraceStore
 from mcpd.storage.clickhouse.sessions import ClickHouseSessionStore
 from mcpd.storage.clickhouse.sessions import writes as clickhouse_writes
 from mcpd.storage.clickhouse.sessions.tables import insert as real_insert
+from mcpd.testing.templates import ClickHouseTemplate
 from tests.libs.storage.sessions.builders import (
     ASSISTANT,
     USER,
@@ -24,9 +25,10 @@ from tests.libs.storage.sessions.builders import (
 
 
 @pytest.fixture
-def ch_store(tmp_path: Path) -> Iterator[ClickHouseSessionStore]:
-    trace = ClickHouseTraceStore(ChdbExecutor(tmp_path / "clickhouse"))
-    trace.migrate()
+def ch_store(
+    tmp_path: Path, clickhouse_template: ClickHouseTemplate
+) -> Iterator[ClickHouseSessionStore]:
+    trace = ClickHouseTraceStore(ChdbExecutor(clickhouse_template.copy(tmp_path / "clickhouse")))
     try:
         yield ClickHouseSessionStore(trace.executor)
     finally:

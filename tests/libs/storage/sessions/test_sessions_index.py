@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,14 +17,15 @@ from mcpd.sessions.store import SearchQuery, SearchResult
 from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
 from mcpd.storage.sql.sessions import SqlSessionStore
 from mcpd.storage.sql.sessions.tantivy_search import TantivySearch
-from mcpd.storage.sql.stores import SqlTraceStore
+from mcpd.testing.eventually import eventually
+from mcpd.testing.templates import SqliteTemplates
 from tests.libs.storage.sessions.builders import ASSISTANT, USER, assemble, event_id
 
 
 @pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    created = create_sqlite_engine(tmp_path / "trace.db", synchronous=Synchronous.NORMAL)
-    SqlTraceStore(created).migrate()
+def engine(tmp_path: Path, sqlite_templates: SqliteTemplates) -> Iterator[Engine]:
+    path = sqlite_templates.copy("trace", tmp_path / "trace.db")
+    created = create_sqlite_engine(path, synchronous=Synchronous.NORMAL)
     yield created
     created.dispose()
 
@@ -46,6 +46,10 @@ def results(store: SqlSessionStore, text: str, project: str = "p") -> list[tuple
         SearchQuery(project=project, text=text, event_types=["user_input"], limit=50)
     )
     return [(hit.event.id, hit.score) for hit in found.hits]
+
+
+def assert_found(store: SqlSessionStore, text: str, count: int) -> None:
+    assert len(results(store, text)) == count
 
 
 def fill(store: SqlSessionStore) -> None:
@@ -130,15 +134,15 @@ def test_a_lagging_index_catches_up_on_the_next_write(
 
 
 def test_an_index_of_another_database_is_replaced(
-    engine: Engine, index_dir: Path, tmp_path: Path
+    engine: Engine, index_dir: Path, tmp_path: Path, sqlite_templates: SqliteTemplates
 ) -> None:
     store = open_store(engine, index_dir)
     store.write_session("p", assemble("old", [[(USER, "ancient history")]]))
     store.close()
 
     # The database is deleted and re-imported; its version happens to be the same (1).
-    fresh_engine = create_sqlite_engine(tmp_path / "fresh.db", synchronous=Synchronous.NORMAL)
-    SqlTraceStore(fresh_engine).migrate()
+    fresh = sqlite_templates.copy("trace", tmp_path / "fresh.db")
+    fresh_engine = create_sqlite_engine(fresh, synchronous=Synchronous.NORMAL)
     try:
         store = open_store(fresh_engine, index_dir)
         store.write_session("p", assemble("new", [[(USER, "modern history")]]))
@@ -176,10 +180,7 @@ def test_a_held_writer_lock_leaves_the_index_to_its_holder(engine: Engine, index
         # reloads on commit, with a short delay).
         writer.write_session("p", assemble("s3", [[(USER, "third words")]]))
         assert len(results(writer, "words")) == 3
-        deadline = time.monotonic() + 5
-        while len(results(other, "words")) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(results(other, "words")) == 3
+        eventually(lambda: assert_found(other, "words", 3), timeout=5)
     finally:
         other.close()
         writer.close()
@@ -212,10 +213,7 @@ def test_a_burst_of_writes_shares_a_commit(engine: Engine, index_dir: Path) -> N
         store.write_session("p", assemble("s1", [[(USER, "burst words")]]))  # commits at once
         store.write_session("p", assemble("s2", [[(USER, "burst words")]]))  # shares the next
         # Another process sees the second write once the timer commits it.
-        deadline = time.monotonic() + 5
-        while len(results(reader, "burst")) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(results(reader, "burst")) == 2
+        eventually(lambda: assert_found(reader, "burst", 2), timeout=5)
         # The writing process always finds what it wrote: a search commits what is pending.
         store.write_session("p", assemble("s3", [[(USER, "burst words")]]))
         assert len(results(store, "burst")) == 3
