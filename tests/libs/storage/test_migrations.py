@@ -242,6 +242,7 @@ def test_the_head_read_from_the_files_is_alembics(store: StoreName) -> None:
     assert script.get_heads() == [head_revision(store)]
 
 
+@pytest.mark.e2e  # a process of its own, with a clean module table
 def test_opening_migrated_stores_imports_no_alembic(tmp_path: Path) -> None:
     # What a daemon's start costs when nothing is to migrate: no Alembic, Mako or Pygments.
     probe = (
