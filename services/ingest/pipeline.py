@@ -54,6 +54,9 @@ class Prepared:
     errors: list[telemetry_pb2.IngestError]
     valid: int = 0
     projects: set[str] = field(default_factory=set)
+    # Why the pipeline refused records, in `errors`' order after the receiver's refusals: each
+    # names the field at fault.
+    reasons: list[McpdError] = field(default_factory=list)
 
 
 class IngestPipeline:
@@ -90,6 +93,17 @@ class IngestPipeline:
         """Validate, prepare and durably store `incoming`; say what became of every record."""
         principal = current_principal()
         prepared = await asyncio.to_thread(self.prepare, incoming, principal)
+        return await self._store(prepared)
+
+    async def ingest_one(self, incoming: IncomingBatch) -> None:
+        """Store `incoming`, a batch of one record, durably; its refusal, naming the field at
+        fault, is raised as the call's error (a write of one score or one piece of feedback)."""
+        prepared = await asyncio.to_thread(self.prepare, incoming, current_principal())
+        if prepared.reasons:
+            raise prepared.reasons[0]
+        await self._store(prepared)
+
+    async def _store(self, prepared: Prepared) -> telemetry_pb2.IngestResult:
         result = telemetry_pb2.IngestResult(
             rejected=len(prepared.errors), errors=sorted(prepared.errors, key=_error_order)
         )
@@ -140,8 +154,9 @@ class IngestPipeline:
                 row["project"] = project
                 policy = self._policies.get(project)
                 handle(prepared.batch, policy, row)
-            except (validation.InvalidRecordError, McpdError) as reason:
+            except McpdError as reason:
                 prepared.errors.append(refusal(signal, index, reason))
+                prepared.reasons.append(reason)
                 continue
             prepared.valid += 1
             prepared.projects.add(project)

@@ -18,13 +18,11 @@ import grpc
 from mcpd.ingest.v1 import ingest_service_pb2, ingest_service_pb2_grpc
 from mcpd.model.v1 import enums_pb2, telemetry_pb2
 from mcpd.runtime.clock import Clock, to_timestamp
-from mcpd.runtime.errors import InvalidArgument
 from mcpd.runtime.ids import new_id
 from mcpd.signals import messages
 from services.ingest.incoming import IncomingBatch
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.transcripts.imports import TranscriptImports
-from services.ingest.validation import field_of
 
 Row = TypeVar("Row")
 
@@ -57,7 +55,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if not score.HasField("timestamp"):
             score.timestamp.CopyFrom(to_timestamp(self._clock.now()))
         row = messages.score_row(score)
-        await self._single(IncomingBatch(scores=[(0, row)]))
+        await self._pipeline.ingest_one(IncomingBatch(scores=[(0, row)]))
         return messages.score_message(row)
 
     async def CreateFeedback(
@@ -69,7 +67,7 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
         if not feedback.HasField("timestamp"):
             feedback.timestamp.CopyFrom(to_timestamp(self._clock.now()))
         row = messages.feedback_row(feedback)
-        await self._single(IncomingBatch(feedback=[(0, row)]))
+        await self._pipeline.ingest_one(IncomingBatch(feedback=[(0, row)]))
         return messages.feedback_message(row)
 
     async def ImportTranscript(
@@ -95,12 +93,6 @@ class IngestServicer(ingest_service_pb2_grpc.IngestServiceServicer):
                 for e in outcome.errors
             ],
         )
-
-    async def _single(self, incoming: IncomingBatch) -> None:
-        result = await self._pipeline.ingest(incoming)
-        if result.errors:
-            message = result.errors[0].message
-            raise InvalidArgument(message, field=field_of(message))
 
 
 def _incoming(request: telemetry_pb2.IngestBatch) -> IncomingBatch:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mcpd.runtime.errors import quoted
+from mcpd.runtime.errors import InvalidArgument, quoted
 from mcpd.signals.rows import (
     AspectNoteRow,
     FeedbackRow,
@@ -59,81 +59,75 @@ MAX_LABEL_VALUES = 1000
 MAX_LABELS = 32
 
 
-class InvalidRecordError(Exception):
-    """One record cannot be stored; `str(self)` is the message for the sender.
+class InvalidRecordError(InvalidArgument):
+    """One record cannot be stored: `field` names the field at fault (`trace_id`,
+    `labels.user_id`), and the message, which starts with it, is for the sender."""
 
-    Every message starts with the field at fault (`trace_id must be ...`, `labels.user_id:
-    ...`), which is what `field` returns.
-    """
-
-    @property
-    def field(self) -> str:
-        """The field at fault."""
-        return field_of(str(self))
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message, field=field)
 
 
-def field_of(message: str) -> str:
-    """The field a refusal message names: its first word."""
-    return message.split(" ", 1)[0].rstrip(":")
-
-
-def _require(condition: bool, message: str) -> None:
+def _require(condition: bool, field: str, message: str) -> None:
     if not condition:
-        raise InvalidRecordError(message)
+        raise InvalidRecordError(field, message)
 
 
 def _trace_id(value: str | None, field: str, *, required: bool) -> str | None:
     # Messages are built only on failure: this runs for every id of every record.
     if value is None or value == "":
         if required:
-            raise InvalidRecordError(f"{field} is required (32 hex characters)")
+            raise InvalidRecordError(field, f"{field} is required (32 hex characters)")
         return None
     lowered = value.lower()
     if _HEX32.fullmatch(lowered) is None:
         raise InvalidRecordError(
-            f"{field} must be 32 hex characters (a 128-bit trace id), got {quoted(value)}"
+            field, f"{field} must be 32 hex characters (a 128-bit trace id), got {quoted(value)}"
         )
     if lowered == _ZERO32:
-        raise InvalidRecordError(f"{field} must not be all zeros")
+        raise InvalidRecordError(field, f"{field} must not be all zeros")
     return lowered
 
 
 def _span_id(value: str | None, field: str, *, required: bool) -> str | None:
     if value is None or value == "":
         if required:
-            raise InvalidRecordError(f"{field} is required (16 hex characters)")
+            raise InvalidRecordError(field, f"{field} is required (16 hex characters)")
         return None
     lowered = value.lower()
     if _HEX16.fullmatch(lowered) is None:
         raise InvalidRecordError(
-            f"{field} must be 16 hex characters (a 64-bit span id), got {quoted(value)}"
+            field, f"{field} must be 16 hex characters (a 64-bit span id), got {quoted(value)}"
         )
     if lowered == _ZERO16:
-        raise InvalidRecordError(f"{field} must not be all zeros")
+        raise InvalidRecordError(field, f"{field} must not be all zeros")
     return lowered
 
 
 def _identifier(value: str | None, field: str) -> None:
-    _require(bool(value), f"{field} is required")
+    _require(bool(value), field, f"{field} is required")
     assert value is not None
-    _require(len(value) <= MAX_ID_LENGTH, f"{field} is longer than {MAX_ID_LENGTH} characters")
+    _require(
+        len(value) <= MAX_ID_LENGTH, field, f"{field} is longer than {MAX_ID_LENGTH} characters"
+    )
 
 
 def _present(value: object, field: str) -> None:
-    _require(value is not None, f"{field} is required")
+    _require(value is not None, field, f"{field} is required")
 
 
 def _time(value: int | None, field: str) -> int:
     _present(value, field)
     assert value is not None
-    _require(storable_time(value), f"{field} must be between 1970-01-01 and 2262-04-11 (UTC)")
+    _require(
+        storable_time(value), field, f"{field} must be between 1970-01-01 and 2262-04-11 (UTC)"
+    )
     return value
 
 
 def _finite(value: float | None, field: str) -> None:
     _present(value, field)
     assert value is not None
-    _require(math.isfinite(value), f"{field} must be a finite number, got {quoted(value)}")
+    _require(math.isfinite(value), field, f"{field} must be a finite number, got {quoted(value)}")
 
 
 def check_span(row: SpanRow) -> None:
@@ -145,14 +139,14 @@ def check_span(row: SpanRow) -> None:
         row.get("parent_span_id"), "parent_span_id", required=False
     )
     if parent == span_id:
-        raise InvalidRecordError("parent_span_id must differ from span_id")
+        raise InvalidRecordError("parent_span_id", "parent_span_id must differ from span_id")
     name = row.get("name")
     if not name:
-        raise InvalidRecordError("name is required")
+        raise InvalidRecordError("name", "name is required")
     if len(name) > MAX_NAME_LENGTH:
-        raise InvalidRecordError(f"name is longer than {MAX_NAME_LENGTH} characters")
+        raise InvalidRecordError("name", f"name is longer than {MAX_NAME_LENGTH} characters")
     if row.get("kind") is None:
-        raise InvalidRecordError("kind is required")
+        raise InvalidRecordError("kind", "kind is required")
     if row.get("status") is None:
         # The spec's `unset` is "the producer never said".
         row["status"] = "unset"
@@ -163,12 +157,14 @@ def check_span(row: SpanRow) -> None:
     is_event = row.get("is_event")
     if is_event:
         if not (end is None or end == start):
-            raise InvalidRecordError("end_time must be absent on an event span (is_event)")
+            raise InvalidRecordError(
+                "end_time", "end_time must be absent on an event span (is_event)"
+            )
         row["end_time"] = None
         row["duration_ns"] = None
     elif end is not None:
         if not end >= start:
-            raise InvalidRecordError("end_time is before start_time")
+            raise InvalidRecordError("end_time", "end_time is before start_time")
         row["duration_ns"] = end - start
     else:
         row["duration_ns"] = None
@@ -176,10 +172,10 @@ def check_span(row: SpanRow) -> None:
     row["is_event"] = bool(is_event)
     error = row.get("error")
     if error is not None and not error.get("message"):
-        raise InvalidRecordError("error.message is required when error is set")
+        raise InvalidRecordError("error.message", "error.message is required when error is set")
     tags = row.get("tags")
     if tags is not None and len(tags) > MAX_TAGS:
-        raise InvalidRecordError(f"tags: at most {MAX_TAGS} tags")
+        raise InvalidRecordError("tags", f"tags: at most {MAX_TAGS} tags")
     links = row.get("links")
     if links:
         for position, link in enumerate(links):
@@ -199,8 +195,12 @@ def _check_cost(row: SpanRow | ScoreRow) -> None:
     if total is None:
         return
     _finite(total, "cost.total_cost")
-    _require(total >= 0, "cost.total_cost must not be negative")
-    _require(bool(row.get("cost_currency")), "cost.currency is required when cost is set")
+    _require(total >= 0, "cost.total_cost", "cost.total_cost must not be negative")
+    _require(
+        bool(row.get("cost_currency")),
+        "cost.currency",
+        "cost.currency is required when cost is set",
+    )
     # A cost the producer sends is the producer's figure, never an estimate.
     row["cost_is_estimated"] = False
 
@@ -215,7 +215,7 @@ def check_log(row: LogRow) -> None:
     row["span_id"] = _span_id(row.get("span_id"), "span_id", required=False)
     _time(row.get("timestamp"), "timestamp")
     _present(row.get("level"), "level")
-    _require(row.get("message") is not None, "message is required")
+    _require(row.get("message") is not None, "message", "message is required")
 
 
 def check_metric(row: MetricRow, label_values_seen: Callable[[str], int]) -> None:
@@ -226,7 +226,7 @@ def check_metric(row: MetricRow, label_values_seen: Callable[[str], int]) -> Non
     series read.
     """
     _identifier(row.get("metric_id"), "metric_id")
-    _require(bool(row.get("name")), "name is required")
+    _require(bool(row.get("name")), "name", "name is required")
     _present(row.get("kind"), "kind")
     _finite(row.get("value"), "value")
     _time(row.get("timestamp"), "timestamp")
@@ -235,24 +235,28 @@ def check_metric(row: MetricRow, label_values_seen: Callable[[str], int]) -> Non
     labels = row.get("labels")
     if labels is None:
         return
-    _require(isinstance(labels, Mapping), "labels must be an object of key/value pairs")
-    _require(len(labels) <= MAX_LABELS, f"labels: at most {MAX_LABELS} keys")
+    _require(isinstance(labels, Mapping), "labels", "labels must be an object of key/value pairs")
+    _require(len(labels) <= MAX_LABELS, "labels", f"labels: at most {MAX_LABELS} keys")
     for key, value in labels.items():
         _check_label(key, value, label_values_seen)
 
 
 def _check_label(key: str, value: Any, label_values_seen: Callable[[str], int]) -> None:
+    field = f"labels.{key}"
     _require(
         key.lower() not in UNBOUNDED_LABEL_KEYS,
+        field,
         f"labels.{key}: high-cardinality key refused by the cardinality filter "
         "(one series per value); put it on the span or log instead",
     )
     _require(
         isinstance(value, str | int | float | bool),
+        field,
         f"labels.{key}: label values must be strings, numbers or booleans",
     )
     _require(
         label_values_seen(key) < MAX_LABEL_VALUES,
+        field,
         f"labels.{key}: this key already has {MAX_LABEL_VALUES} distinct values in the project;"
         " the cardinality filter refuses more",
     )
@@ -268,7 +272,7 @@ def check_score(row: ScoreRow) -> None:
     _finite(row.get("value"), "value")
     low, high = row.get("min"), row.get("max")
     if low is not None and high is not None:
-        _require(low <= high, "min must not be greater than max")
+        _require(low <= high, "min", "min must not be greater than max")
     _time(row.get("timestamp"), "timestamp")
     _check_cost(row)
 
@@ -288,15 +292,22 @@ def check_feedback(row: FeedbackRow) -> None:
     match kind:
         case "thumbs":
             _require(
-                value in _THUMBS, f"value: thumbs feedback is 'up' or 'down', got {quoted(value)}"
+                value in _THUMBS,
+                "value",
+                f"value: thumbs feedback is 'up' or 'down', got {quoted(value)}",
             )
         case "rating":
             _require(
                 isinstance(value, int | float) and not isinstance(value, bool),
+                "value",
                 f"value: rating feedback is a number, got {quoted(value)}",
             )
         case "correction" | "tag" | "comment":
-            _require(isinstance(value, str), f"value: {kind} feedback is text, got {quoted(value)}")
+            _require(
+                isinstance(value, str),
+                "value",
+                f"value: {kind} feedback is text, got {quoted(value)}",
+            )
     _time(row.get("timestamp"), "timestamp")
 
 
@@ -304,6 +315,6 @@ def check_aspect_note(row: AspectNoteRow) -> None:
     """A storable aspect note."""
     _identifier(row.get("note_id"), "note_id")
     row["trace_id"] = _trace_id(row.get("trace_id"), "trace_id", required=True) or ""
-    _require(bool(row.get("aspect")), "aspect is required")
-    _require(bool(row.get("text")), "text is required")
+    _require(bool(row.get("aspect")), "aspect", "aspect is required")
+    _require(bool(row.get("text")), "text", "text is required")
     _time(row.get("created_at"), "created_at")

@@ -15,6 +15,8 @@ from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
+from mcpd.runtime.errors import InvalidArgument
+
 _ZERO_TRACE_ID = bytes(16)
 _COMPOUND = frozenset({"array_value", "kvlist_value", "bytes_value"})
 # json.loads minus its argument checks: this runs for every message payload.
@@ -26,7 +28,7 @@ _scan_json: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: 
 _ZERO_SPAN_ID = bytes(8)
 
 
-class RecordError(Exception):
+class RecordError(InvalidArgument):
     """A record that cannot become a row; the message is what the sender is told."""
 
 

@@ -26,7 +26,6 @@ from services.ingest.limits import MARKER_KEY, RecordLimits
 from services.ingest.pipeline import IngestPipeline
 from services.ingest.policies import ProjectPolicies
 from services.ingest.tail import TailSampler
-from services.ingest.validation import field_of
 from services.ingest.writer import BatchWriter
 from tests.libs.signals.samples import log, metric, score, span
 
@@ -142,13 +141,16 @@ def test_logs_and_scores_are_held_to_the_limit_too(pipeline: IngestPipeline) -> 
 def test_a_refusal_of_a_bad_id_quotes_at_most_the_limit(pipeline: IngestPipeline) -> None:
     incoming = IncomingBatch(spans=[(0, span("b7ad6b7169203331", trace_id="g" * 2_000_000))])
 
-    (error,) = pipeline.prepare(incoming, PRINCIPAL).errors
+    prepared = pipeline.prepare(incoming, PRINCIPAL)
+    (error,) = prepared.errors
 
     opening = "trace_id must be 32 hex characters (a 128-bit trace id), got "
     assert error.message.startswith(opening + "'gggg")
     assert error.message.endswith(" more characters)")
     assert len(error.message) <= len(opening) + QUOTE_LIMIT
-    assert field_of(error.message) == "trace_id"
+    # The field travels with the refusal: nobody reads it back out of the message.
+    (reason,) = prepared.reasons
+    assert (reason.field, reason.reason) == ("trace_id", "INVALID_ARGUMENT")
 
 
 def test_a_refusal_message_is_capped_whatever_it_holds(pipeline: IngestPipeline) -> None:

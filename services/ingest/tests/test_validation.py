@@ -26,7 +26,7 @@ _HEX16 = re.compile(r"[0-9a-f]{16}")
 
 def _require(condition: bool, message: str) -> None:
     if not condition:
-        raise InvalidRecordError(message)
+        raise InvalidRecordError(message.split(" ", 1)[0].rstrip(":"), message)
 
 
 def _trace_id(value: str | None, field: str, *, required: bool) -> str | None:
@@ -127,8 +127,13 @@ def _outcome(check: Any, row: dict[str, Any]) -> tuple[str | None, dict[str, Any
     try:
         check(row)
     except InvalidRecordError as refusal:
-        return str(refusal), row
-    return None, row
+        caught = refusal
+    else:
+        return None, row
+    # The field at fault is carried, and is what the message names first.
+    assert caught.field is not None
+    assert str(caught).startswith(caught.field), (caught.field, str(caught))
+    return str(caught), row
 
 
 CHOICES: dict[str, list[Any]] = {
