@@ -22,10 +22,12 @@ __all__ = ["Reservation", "reserve", "reuse_port_socket", "with_port"]
 
 def _socket(address: str, *, reuse_port: bool) -> socket.socket:
     host, _, port = address.rpartition(":")
-    family, _, _, _, sockaddr = socket.getaddrinfo(
+    family, kind, proto, _, sockaddr = socket.getaddrinfo(
         host.strip("[]") or None, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # With its protocol named (IPPROTO_TCP), as asyncio needs to turn Nagle's algorithm off on
+    # the connections it accepts: without it a small response waits for a delayed ACK.
+    sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if reuse_port:

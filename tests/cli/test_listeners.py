@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
@@ -54,3 +55,22 @@ def test_a_running_daemons_shared_port_is_refused_too() -> None:
 def test_with_port_keeps_the_host() -> None:
     assert with_port("[::1]:0", 4317) == "[::1]:4317"
     assert with_port("0.0.0.0:8080", 9000) == "0.0.0.0:9000"
+
+
+async def test_connections_accepted_on_a_shared_socket_skip_nagle() -> None:
+    # asyncio turns Nagle's algorithm off only on TCP sockets that name their protocol: without
+    # it a small response waits for the client's delayed ACK.
+    accepted: asyncio.Queue[int] = asyncio.Queue()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        await accepted.put(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+
+    shared = reuse_port_socket("127.0.0.1:0")
+    server = await asyncio.start_server(serve, sock=shared)
+    async with server:
+        port = shared.getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await asyncio.wait_for(accepted.get(), 10) != 0
+        writer.close()
