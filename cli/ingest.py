@@ -1,14 +1,13 @@
 """The ingest role's parts, built once per process: policies, writer, tail sampler, pipeline,
-and the sessions of ingested traces (`TraceSessions`, told about every stored batch).
+and the sessions of ingested traces (`TraceSessions`, written with every write of spans).
 
-An ingest worker (`cli.ingest_workers`) builds the same role with two parts left to its parent:
-it hands the sessions of what it stored to `stored` instead of rebuilding them (the session
-search index has one writer), and does not sweep held traces (the parent decides them all).
+An ingest worker (`cli.ingest_workers`) builds the same role, tells its parent the sessions of
+what it stored through `stored` (the parent's search index catches up), and does not sweep
+held traces (the parent decides them all).
 
 Order matters on the way out: the writer and the tail sampler are registered on the exit stack
 BEFORE the gRPC servers that feed them, so shutdown drains the servers first (no new batch
-arrives), then the sampler stops, then the writer commits what is queued, then the trace
-sessions are rebuilt one last time.
+arrives), then the sampler stops, then the writer commits what is queued.
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ class IngestRole:
     pipeline: IngestPipeline
     writer: BatchWriter
     policies: ProjectPolicies
-    # The sessions of stored traces this process rebuilds (None in an ingest worker).
+    # The sessions of the traces this process writes.
     sessions: TraceSessions | None
     tail: TailSampler
     # The lag of other processes that ingest for this one (its ingest workers).
@@ -103,18 +102,12 @@ async def start_ingest(
     sweep_tail: bool = True,
 ) -> IngestRole:
     """Build the ingest role and register its shutdown on `stack`. `stored` is told about
-    every stored batch instead of this process's own `TraceSessions`; `sweep_tail` False
-    leaves held traces to another process (see the module docstring)."""
+    every stored batch; `sweep_tail` False leaves held traces to another process (see the
+    module docstring)."""
     ingest = settings.ingest
     policies = await asyncio.to_thread(project_policies, settings, stores, clock)
-    trace_sessions = None
-    if stored is None:
-        # Registered before the writer, so it closes after it: batches the writer commits
-        # while closing are still noticed, and its close rebuilds what is noticed by then.
-        trace_sessions = TraceSessions(stores.trace, stores.sessions, clock)
-        trace_sessions.start()
-        stack.push_async_callback(trace_sessions.close)
-        stored = trace_sessions.notice
+    # Every process that writes spans writes their sessions, in the same transactions.
+    trace_sessions = TraceSessions(stores.trace, stores.sessions)
     writer = BatchWriter(
         stores.trace,
         monotonic=clock.monotonic,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mcpd.model.v1 import query_pb2
 from mcpd.runtime.errors import Unimplemented
+from mcpd.sessions.traces import TraceWriteFollower
 from mcpd.signals import documents
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
 from mcpd.signals.queries import (
@@ -59,6 +61,11 @@ class ClickHouseTraceStore:
     def pending_migrations(self) -> list[str]:
         """Versions not yet applied; nothing is changed."""
         return clickhouse_migrate.pending(self._executor)
+
+    def follow_writes(self, follower: TraceWriteFollower[Any]) -> None:
+        """Have `follower` told every write of spans (the sessions of ingested traces), within
+        the write: see `mcpd.storage.clickhouse.signals` for when."""
+        self._signals.follow_writes(follower)
 
     def write_batches(self, batches: Sequence[SignalBatch]) -> list[bool]:
         """Write the batches; per batch, False for a replayed ingest key.

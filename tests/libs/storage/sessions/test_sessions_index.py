@@ -1,6 +1,7 @@
 """The SQLite backend's tantivy index stays in step with the database and mends itself:
 after a deleted index, a crash between the two commits, a re-created database, a format
-change, or a writer lock held elsewhere."""
+change, or a writer lock held elsewhere; and the writer's holder follows what other processes
+write."""
 
 from __future__ import annotations
 
@@ -183,6 +184,26 @@ def test_a_held_writer_lock_leaves_the_index_to_its_holder(engine: Engine, index
     finally:
         other.close()
         writer.close()
+
+
+def test_the_writer_holder_follows_writes_it_never_makes(engine: Engine, index_dir: Path) -> None:
+    holder = open_store(engine, index_dir)
+    holder.write_session("p", assemble("s1", [[(USER, "first words")]]))  # takes the writer
+    others = [open_store(engine, index_dir) for _ in range(2)]
+    try:
+        # Every other process writes; the holder writes nothing more, and catches up.
+        for number, other in enumerate(others, start=2):
+            other.write_session("p", assemble(f"s{number}", [[(USER, "more words")]]))
+        others[0].write_session("q", assemble("s9", [[(USER, "more words")]], project="q"))
+        deadline = time.monotonic() + 15
+        while len(results(holder, "words")) < 3 or not results(holder, "words", "q"):
+            assert time.monotonic() < deadline, "the holder did not catch up"
+            time.sleep(0.05)
+        assert [i for i, _ in results(holder, "more", "q")] == [event_id("s9", 1, 1)]
+    finally:
+        for other in others:
+            other.close()
+        holder.close()
 
 
 def test_searching_never_takes_the_writer_lock(engine: Engine, index_dir: Path) -> None:

@@ -202,6 +202,33 @@ def session_spans(
     return cast(list[SpanRow], rows)
 
 
+def trace_spans(
+    executor: ClickHouseExecutor, project: str, trace_ids: Sequence[str]
+) -> list[SpanRow]:
+    """Every stored span of these traces (the latest arrival of each span id), with the columns
+    `SESSION_SPAN_COLUMNS`, in no particular order."""
+    if not trace_ids:
+        return []
+    sql = (
+        f"SELECT {SPANS.select_list(SESSION_SPAN_COLUMNS)} FROM ("
+        "SELECT * FROM spans FINAL WHERE project = {project:String} "
+        "AND trace_id IN {ids:Array(String)} "
+        "ORDER BY received_at DESC LIMIT 1 BY trace_id, span_id)" + _SKIP_UNDER_FINAL
+    )
+    found = executor.query(sql, {"project": project, "ids": sorted(set(trace_ids))})
+    return cast(list[SpanRow], as_rows(SPANS, found, SESSION_SPAN_COLUMNS))
+
+
+def session_traces(executor: ClickHouseExecutor, project: str, session_id: str) -> list[str]:
+    """The ids of the traces with a span that carries (or carried) this session id."""
+    found = executor.query(
+        "SELECT DISTINCT trace_id FROM spans "
+        "WHERE project = {project:String} AND session_id = {session_id:String}",
+        {"project": project, "session_id": session_id},
+    )
+    return sorted(str(row[0]) for row in found)
+
+
 def facet_value_count(executor: ClickHouseExecutor, project: str, facet: str, key: str) -> int:
     """How many distinct values `facet_values` holds for (project, facet, key)."""
     found = executor.query(

@@ -14,8 +14,13 @@ milliseconds; a bulk import would otherwise spend much of its time there). A sea
 the same process commits anything pending first, so a process always finds what it wrote; other
 processes see it within `COMMIT_DELAY` plus the reader's reload delay.
 
-Only one process can hold the writer: a process that finds it held (`IndexBusyError`) searches
-but leaves the index to the holder, which catches up on its next write.
+Only one process can hold the writer: the first to write takes it and keeps it. Every process
+writes the read model (the trace sessions of what it ingests, its transcript imports), so the
+holder also follows the others: every `FOLLOW_INTERVAL` seconds, or at once when nudged
+(`nudge`: another process said it wrote), it compares the index's marks with the read model's
+versions and catches up the projects that moved. A process that finds the writer held
+(`IndexBusyError`) searches but leaves the index to the holder, and tries to take the writer
+again only after `FOLLOW_INTERVAL` (the holder may have gone).
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ log = logging.getLogger("mcpd.storage.sessions")
 
 # Seconds a write may wait for its index commit, to share it with the writes that follow.
 COMMIT_DELAY = 0.25
+# Seconds between the writer holder's looks at the read model for other processes' writes, and
+# how long a process that found the writer held leaves it alone.
+FOLLOW_INTERVAL = 1.0
 
 _DOC_COLUMNS = (
     "project",
@@ -78,20 +86,31 @@ def index_doc(row: Row) -> IndexDoc:
 class TantivySearch:
     """The embedded search backend: a tantivy index in `path`, opened on first use."""
 
-    def __init__(self, engine: Engine, path: Path) -> None:
+    def __init__(
+        self, engine: Engine, path: Path, *, follow_interval_s: float = FOLLOW_INTERVAL
+    ) -> None:
         self._engine = engine
         self._path = path
         self._lock = threading.RLock()
         self._index: SearchIndex | None = None
         self._last_commit = 0.0
         self._timer: threading.Timer | None = None
+        self._follow_interval_s = follow_interval_s
+        self._follower: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._closing = False
+        # Until when (monotonic) another process is taken to hold the writer.
+        self._busy_until = 0.0
 
     def in_transaction(self, conn: Connection, written: Written) -> None:
         """Nothing: the index is written after the commit."""
 
     def after_commit(self, written: Written) -> None:
-        """Apply the write's difference, or catch the project up; commit now or soon."""
+        """Apply the write's difference, or catch the project up; commit now or soon. The
+        first write that takes the writer starts following other processes' writes."""
         with self._lock:
+            if time.monotonic() < self._busy_until:
+                return  # the holder follows this write
             index = self._open()
             project = written.project
             try:
@@ -106,7 +125,41 @@ class TantivySearch:
                     self._catch_up(index, project)
                 self._commit_soon(index)
             except IndexBusyError as error:
-                log.warning("search index not updated: %s", error)
+                self._busy_until = time.monotonic() + self._follow_interval_s
+                log.info("search index left to its writer: %s", error)
+                return
+            self._follow()
+
+    def nudge(self) -> None:
+        """Have the follower (if this process holds the writer) look at the read model now."""
+        self._wake.set()
+
+    def catch_up(self) -> int:
+        """Catch up every project whose read-model version moved past the index's mark (what
+        other processes wrote); return how many sessions were re-indexed. Raises
+        IndexBusyError when another process holds the writer."""
+        with self._lock:
+            index = self._open()
+            with read_connection(self._engine) as conn:
+                current = {
+                    str(project): Mark(str(generation), int(version))
+                    for project, generation, version in conn.execute(
+                        select(
+                            session_versions.c.project,
+                            session_versions.c.generation,
+                            session_versions.c.version,
+                        )
+                    )
+                }
+            marks = index.marks()
+            behind = sorted(
+                {p for p, mark in current.items() if marks.get(p) != mark}
+                | (marks.keys() - current.keys())
+            )
+            count = sum(self._catch_up(index, project) for project in behind)
+            if behind:
+                self._commit_soon(index)
+            return count
 
     def rank(self, units: Sequence[Unit], query: SearchQuery) -> Ranked:
         """Rank with tantivy (BM25, block-max WAND), after committing this process's writes."""
@@ -154,11 +207,34 @@ class TantivySearch:
             return index.document_count()
 
     def close(self) -> None:
-        """Commit what is pending and release the writer lock."""
+        """Stop following, commit what is pending and release the writer lock."""
+        self._closing = True
+        self._wake.set()
+        if self._follower is not None:
+            self._follower.join()
         with self._lock:
             self.flush()
             if self._index is not None:
                 self._index.close()
+
+    def _follow(self) -> None:
+        """Start the follower once (this process holds the writer from now on)."""
+        if self._follower is None and not self._closing:
+            self._follower = threading.Thread(
+                target=self._run_follower, name="search-index-follower", daemon=True
+            )
+            self._follower.start()
+
+    def _run_follower(self) -> None:
+        while True:
+            self._wake.wait(self._follow_interval_s)
+            self._wake.clear()
+            if self._closing:
+                return
+            try:
+                self.catch_up()
+            except Exception:
+                log.exception("search index catch-up failed; retried at the next look")
 
     def _open(self) -> SearchIndex:
         with self._lock:

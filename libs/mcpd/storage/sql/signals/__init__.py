@@ -17,6 +17,7 @@ from mcpd.storage.sql.signals.reads import (
     trace_records,
 )
 from mcpd.storage.sql.signals.writes import (
+    Follow,
     bind_batches,
     release_held,
     write_batches,
@@ -24,6 +25,7 @@ from mcpd.storage.sql.signals.writes import (
 )
 
 __all__ = [
+    "Follow",
     "bind_batches",
     "facet_value_count",
     "held_traces",
