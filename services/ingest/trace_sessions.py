@@ -93,11 +93,11 @@ from mcpd.sessions.model import (
     EventType,
     FileTouch,
     ParsedEvent,
-    ParsedSession,
     SessionRecord,
     TurnRecord,
 )
 from mcpd.sessions.traces import (
+    SEQ_STRIDE,
     Followed,
     FollowedWrite,
     PlacedTurn,
@@ -109,10 +109,18 @@ from mcpd.sessions.traces import (
 from mcpd.signals.batch import SignalBatch
 from mcpd.signals.projection import MODEL_KINDS, TOOL_KINDS, project_trace
 from mcpd.signals.rows import SpanRow, TraceRow
-from services.ingest.transcripts.assemble import assemble, display_label
+from services.ingest.transcripts.assemble import (
+    display_label,
+    event_record,
+    tool_call_models,
+    turn_record,
+    turn_touches,
+)
+from services.ingest.transcripts.keys import event_id
 from services.ingest.transcripts.keys import session_id as mcp_session_id
 from services.ingest.transcripts.keys import turn_id as mcp_turn_id
 from services.ingest.transcripts.parsers._common import block_text, tool_call_event
+from services.ingest.transcripts.paths import WorktreeResolver
 from services.ingest.transcripts.text import canonical_json, preview
 from services.ingest.transcripts.tool_args import parse_arguments, tool_call_text
 
@@ -133,8 +141,6 @@ log = logging.getLogger("mcpd.ingest.trace_sessions")
 HARNESS = TRACE_HARNESS
 # The source of a session whose spans name no service.
 DEFAULT_SOURCE = "mcpd"
-# An event's seq is its turn's ordinal times this plus its ordinal in the turn.
-SEQ_STRIDE = 1 << 32
 _ENDED_STATUSES = frozenset({"error", "cancelled"})
 _TEXT_PARTS = frozenset({"text", None})
 _TOOL_CALL_PARTS = frozenset({"tool_call", "server_tool_call"})
@@ -771,33 +777,37 @@ class AssembledTurn:
 def assemble_turn(
     name: SessionName, trace_id: str, events: list[ParsedEvent], ordinal: int
 ) -> AssembledTurn:
-    """The rows of one trace's events (at least one) as turn `ordinal` of its session: the
-    transcript importer's assembly of a one-turn session, placed."""
-    for line, event in enumerate(events, start=1):
-        event.line = line
+    """The rows of one trace's events (at least one) as turn `ordinal` of its session, made as
+    the transcript importer makes a turn's."""
+    sid, tid = name.id, name.turn_id(trace_id)
+    base = ordinal * SEQ_STRIDE
+    call_models = tool_call_models(events)
+    resolver = WorktreeResolver()
+    records: list[EventRecord] = []
+    touches: list[FileTouch] = []
     events[0].starts_turn = True
-    parsed = ParsedSession(harness=HARNESS, session_key=name.key, events=events)
-    one = assemble(parsed, source=name.source, project=name.project, path=name.path)
-    (turn,) = one.turns
-    tid = name.turn_id(trace_id)
+    for position, event in enumerate(events, start=1):
+        assert event.timestamp is not None  # every trace event has its span's time
+        event.line = position
+        record = event_record(
+            event,
+            event_id(sid, event.key),
+            session_id=sid,
+            turn_id=tid,
+            ordinal=position,
+            seq=base + position,
+            timestamp=event.timestamp,
+            call_models=call_models,
+        )
+        records.append(record)
+        touches.extend(turn_touches(event, record, None, resolver))
     prompt = next((e.text for e in events if e.type is EventType.USER_INPUT), None)
     return AssembledTurn(
-        turn=dataclasses.replace(turn, id=tid, ordinal=ordinal),
-        events=[_placed(dataclasses.replace(e, turn_id=tid), ordinal) for e in one.events],
-        touches=[dataclasses.replace(t, turn_id=tid) for t in one.touches],
+        turn=turn_record(tid, sid, ordinal, events, records),
+        events=records,
+        touches=touches,
         prompt=None if prompt is None else preview(prompt),
     )
-
-
-def _placed(event: EventRecord, ordinal: int) -> EventRecord:
-    return dataclasses.replace(event, seq=ordinal * SEQ_STRIDE + event.ordinal, line=event.ordinal)
-
-
-def renumbered(
-    turn: TurnRecord, events: Sequence[EventRecord], ordinal: int
-) -> tuple[TurnRecord, list[EventRecord]]:
-    """A stored turn and its events moved to `ordinal`."""
-    return dataclasses.replace(turn, ordinal=ordinal), [_placed(e, ordinal) for e in events]
 
 
 def session_record(
@@ -977,22 +987,28 @@ class _ProjectWrite:
         store, project = self._store, self._project
         known = store.sessions_by_key(project, keys)
         names = {key: SessionName(project, key, source) for key, source in known.items()}
+        joining: dict[str, list[str]] = defaultdict(list)
+        for trace_id, key in members.items():
+            if key not in names:
+                joining[key].append(trace_id)
+        candidates = {key: self._sources(traces) for key, traces in joining.items()}
+        ids = [
+            mcp_session_id(source, key) for key, sources in candidates.items() for source in sources
+        ]
+        stored = store.stored_sessions(project, ids) if ids else set()
         whole: set[str] = set()
-        for key in keys:
-            if key in names:
-                continue
-            joining = [t for t, k in members.items() if k == key]
-            candidates = session_sources(
-                [span for t in joining for span in self._traces.rows.get(t, {}).values()]
-                or [_head(self._traces.traces[t]) for t in joining]
-            )
-            ids = {mcp_session_id(source, key): source for source in candidates}
-            stored = store.stored_sessions(project, list(ids))
-            legacy = next((source for i, source in ids.items() if i in stored), None)
-            names[key] = SessionName(project, key, legacy or candidates[0])
-            if legacy is not None:
+        for key, sources in candidates.items():
+            # Stored under one of its sources before trace states were kept: it keeps that one.
+            legacy = [source for source in sources if mcp_session_id(source, key) in stored]
+            names[key] = SessionName(project, key, (legacy or sources)[0])
+            if legacy:
                 whole.add(key)
         return names, whole
+
+    def _sources(self, traces: Sequence[str]) -> list[str]:
+        """The possible sources of a session the traces join, best first."""
+        rows = [span for t in traces for span in self._traces.rows.get(t, {}).values()]
+        return session_sources(rows or [_head(self._traces.traces[t]) for t in traces])
 
     def _session_traces(self, key: str) -> list[str]:
         """The stored traces a span of which carries the key of a session rebuilt whole (read
@@ -1153,6 +1169,9 @@ class _SessionWrite:
                 continue
             assembled = assemble_turn(self._name, entry.trace_id, entry.events, ordinal)
             entry.assembled = assembled
+            old = self._old.get(entry.trace_id)
+            if old is not None and old.turn.ordinal != ordinal:
+                change.moved_turns.append(old.turn.id)
             change.turns.append(assembled.turn)
             change.events.extend(assembled.events)
             change.event_turns.append(assembled.turn.id)
@@ -1207,14 +1226,11 @@ class _SessionWrite:
         return events != assembled.events
 
     def _renumber(self, change: SessionChange, moved: Sequence[_Entry]) -> None:
-        """Move stored turns to their new ordinals (a trace sorted before them)."""
-        turns = [entry.placed.turn for entry in moved if entry.placed is not None]
-        events = _by_turn(self._store.turn_events(self._name.project, [t.id for t in turns]))
-        for entry, turn in zip(moved, turns, strict=True):
-            record, placed = renumbered(turn, events.get(turn.id, []), entry.ordinal)
-            change.turns.append(record)
-            change.events.extend(placed)
-            change.event_turns.append(record.id)
+        """Move stored turns to their new ordinals (a trace sorted before them): their rows
+        change, their events' seq the store sets in place."""
+        for entry in moved:
+            change.turns.append(entry.turn)
+            change.moved_turns.append(entry.turn.id)
 
     def _touches(self, change: SessionChange, entries: Sequence[_Entry], gone: set[str]) -> None:
         """Touches hold one position each, in session order: from the first turn whose touches

@@ -27,6 +27,10 @@ from mcpd.signals.rows import SpanRow, TraceRow
 P = TypeVar("P")
 
 
+# An event's seq in a trace session: its turn's ordinal times this, plus its ordinal.
+SEQ_STRIDE = 1 << 32
+
+
 @dataclass(frozen=True, slots=True)
 class TraceTurn:
     """The stored state of one trace of a trace session (one row per trace)."""
@@ -65,9 +69,13 @@ class SessionChange:
     session_id: str
     # The session row as it now is; None when it has no turn left (its row goes).
     session: SessionRecord | None
-    # Turns that are new or changed, and turns that are gone.
+    # Turns that are new or changed (or only moved to another ordinal), and turns that are gone.
     turns: list[TurnRecord] = field(default_factory=list)
     removed_turns: list[str] = field(default_factory=list)
+    # The ids of stored turns whose ordinal moved: their stored events take the seq of the new
+    # one (seq = ordinal * SEQ_STRIDE + the event's ordinal), which the store sets in place (a
+    # moved turn's events are not listed again).
+    moved_turns: list[str] = field(default_factory=list)
     # The complete events of `event_turns` (each turn listed there has exactly these events now;
     # a turn listed without events has none).
     events: list[EventRecord] = field(default_factory=list)

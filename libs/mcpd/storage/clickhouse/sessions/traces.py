@@ -26,12 +26,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from mcpd.sessions.model import EventRecord, FileTouch
-from mcpd.sessions.traces import PlacedTurn, SessionChange, TraceTurn
+from mcpd.sessions.traces import SEQ_STRIDE, PlacedTurn, SessionChange, TraceTurn
 from mcpd.signals.rows import SpanRow
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
 from mcpd.storage.clickhouse.sessions.reads import Reads
 from mcpd.storage.clickhouse.sessions.tables import (
     EVENTS,
+    SEARCH,
     SESSION_EXTRA,
     SESSIONS,
     TOUCHES,
@@ -52,10 +53,10 @@ from mcpd.storage.sql.sessions.rows import (
     clean,
     digest,
     event_of,
-    event_row,
     session_row,
     touch_of,
     touch_row,
+    trace_event_row,
     turn_of,
     turn_row,
 )
@@ -211,13 +212,14 @@ class ClickHouseTraceTurns:
         else:
             replace_rows(executor, "turns", TURNS, scoped, turn_rows, version, f"id IN {_IDS}")
         names = {"harness": session.harness, "source": session.source} if session else None
-        event_rows = [event_row(project, e, **names) for e in change.events] if names else []
+        event_rows = [trace_event_row(project, e, **names) for e in change.events] if names else []
         if change.whole:
             totals = replace_events(executor, where, event_rows, version, (0, 0))
         else:
             by_turn = {**where, "ids": change.event_turns}
             condition = f"turn_id IN {_IDS}"
             totals = replace_events(executor, by_turn, event_rows, version, totals, condition)
+        self._sequence(project, change, version)
         self._touches(project, change, names, version)
         if session is None:
             executor.command(
@@ -234,6 +236,30 @@ class ClickHouseTraceTurns:
             {**SESSIONS, **SESSION_EXTRA},
             [{**row, **extra, "version": version}],
         )
+
+    def _sequence(self, project: str, change: SessionChange, version: int) -> None:
+        """Give the stored events of the change's moved turns the seq of their new ordinal:
+        inserted again with it, at this version (seq is left out of the row hash)."""
+        bases = {
+            turn.id: turn.ordinal * SEQ_STRIDE
+            for turn in change.turns
+            if turn.id in change.moved_turns
+        }
+        if not bases:
+            return
+        columns = {**EVENTS, **SEARCH}
+        rows = self._reads.select(
+            "events",
+            columns,
+            ["project = {project:String}", f"turn_id IN {_IDS}"],
+            {"project": project, "ids": sorted(bases)},
+        )
+        moved = [
+            {**row, "seq": bases[row["turn_id"]] + row["ordinal"]}
+            for row in rows
+            if row["seq"] != bases[row["turn_id"]] + row["ordinal"]
+        ]
+        insert(self._executor, "events", {**columns, **VERSIONED}, versioned(moved, version))
 
     def _touches(
         self, project: str, change: SessionChange, names: Mapping[str, str] | None, version: int

@@ -104,28 +104,40 @@ def turn_row(project: str, turn: TurnRecord) -> Row:
 
 def event_row(project: str, event: EventRecord, *, harness: str, source: str) -> Row:
     """An events row with its row hash (harness and source included: they are filtered on)."""
-    return with_hash(
-        {
-            "project": project,
-            "id": event.id,
-            "session_id": event.session_id,
-            "turn_id": event.turn_id,
-            "ordinal": event.ordinal,
-            "seq": event.seq,
-            "type": str(event.type),
-            "timestamp_ns": nanos(event.timestamp),
-            "terminal": event.terminal,
-            "text": event.text,
-            "tool_name": event.tool_name,
-            "model": event.model,
-            "originating_model": event.originating_model,
-            "call_id": event.call_id,
-            "payload": event.payload,
-            "line": event.line,
-            "harness": harness,
-            "source": source,
-        }
-    )
+    return with_hash(_event_fields(project, event, harness, source, event.seq))
+
+
+def trace_event_row(project: str, event: EventRecord, *, harness: str, source: str) -> Row:
+    """An events row of a session built from traces: its row hash leaves `seq` out. A trace
+    turn's events take their seq from the turn's ordinal, which moves when a trace sorts before
+    the turn; the writer then sets the seq of the turn's stored rows in place
+    (`mcpd.sessions.traces.SessionChange`), and an unchanged row must still hash the same."""
+    row = with_hash(_event_fields(project, event, harness, source, 0))
+    row["seq"] = event.seq
+    return row
+
+
+def _event_fields(project: str, event: EventRecord, harness: str, source: str, seq: int) -> Row:
+    return {
+        "project": project,
+        "id": event.id,
+        "session_id": event.session_id,
+        "turn_id": event.turn_id,
+        "ordinal": event.ordinal,
+        "seq": seq,
+        "type": str(event.type),
+        "timestamp_ns": nanos(event.timestamp),
+        "terminal": event.terminal,
+        "text": event.text,
+        "tool_name": event.tool_name,
+        "model": event.model,
+        "originating_model": event.originating_model,
+        "call_id": event.call_id,
+        "payload": event.payload,
+        "line": event.line,
+        "harness": harness,
+        "source": source,
+    }
 
 
 def touch_row(project: str, position: int, touch: FileTouch, *, harness: str, source: str) -> Row:

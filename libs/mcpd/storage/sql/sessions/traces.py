@@ -25,10 +25,19 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import (
+    BigInteger,
+    BindParameter,
+    Connection,
+    Table,
+    bindparam,
+    delete,
+    select,
+    update,
+)
 
-from mcpd.sessions.model import EventRecord, FileTouch
-from mcpd.sessions.traces import PlacedTurn, SessionChange, TraceTurn
+from mcpd.sessions.model import EventRecord, FileTouch, TurnRecord
+from mcpd.sessions.traces import SEQ_STRIDE, PlacedTurn, SessionChange, TraceTurn
 from mcpd.signals.rows import SESSION_SPAN_COLUMNS, SpanRow
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.schema.sessions import (
@@ -44,10 +53,10 @@ from mcpd.storage.sql.sessions.rows import (
     clean,
     digest,
     event_of,
-    event_row,
     session_row,
     touch_of,
     touch_row,
+    trace_event_row,
     turn_of,
     turn_row,
 )
@@ -202,18 +211,34 @@ class SqlTraceTurns:
         return sorted(self._conn.execute(statement).scalars())
 
     def apply(self, project: str, changes: Sequence[SessionChange]) -> None:
-        """Write the changes under one new read-model version of the project."""
+        """Write the changes under one new read-model version of the project, each table's
+        rows for all the changed sessions at once."""
         if not changes:
             return
-        version, generation = bump_version(self._conn, self._dialect, project)
-        stale: list[str] = []
-        fresh: list[Row] = []
+        conn = self._conn
+        version, generation = bump_version(conn, self._dialect, project)
+        delete_ids(conn, sessions, sessions.c.id, project, [c.session_id for c in changes])
+        insert_rows(
+            conn, sessions, [_session_row(project, c, version) for c in changes if c.session]
+        )
+        whole = [c for c in changes if c.whole]
+        parts = [c for c in changes if not c.whole]
+        self._replace(turns, project, whole, turns.c.session_id, [c.session_id for c in whole])
+        self._replace(turns, project, parts, turns.c.id, [i for c in parts for i in _turn_ids(c)])
+        stale, fresh = self._replace(
+            events, project, whole, events.c.session_id, [c.session_id for c in whole]
+        )
+        gone, added = self._replace(
+            events, project, parts, events.c.turn_id, [t for c in parts for t in c.event_turns]
+        )
+        self._sequence(project, [t for c in changes for t in c.turns if t.id in c.moved_turns])
         for change in changes:
-            gone, added = self._apply(project, change, version)
-            stale.extend(gone)
-            fresh.extend(added)
-        written = Written(project, generation, version, stale, fresh)
-        self._search.in_transaction(self._conn, written)
+            self._touches(project, change)
+        states = [state for change in changes for state in change.states]
+        delete_ids(conn, trace_turns, trace_turns.c.trace_id, project, [s.trace_id for s in states])
+        insert_rows(conn, trace_turns, [_state_row(project, state) for state in states])
+        written = Written(project, generation, version, [*stale, *gone], [*fresh, *added])
+        self._search.in_transaction(conn, written)
         self._written.append(written)
 
     def after_commit(self) -> None:
@@ -222,35 +247,48 @@ class SqlTraceTurns:
             self._after(written)
         self._written.clear()
 
-    def _apply(
-        self, project: str, change: SessionChange, version: int
+    def _replace(
+        self,
+        table: Table,
+        project: str,
+        changes: Sequence[SessionChange],
+        column: Any,
+        scope: Sequence[str],
     ) -> tuple[list[str], list[Row]]:
-        conn, sid = self._conn, change.session_id
-        session = change.session
-        delete_ids(conn, sessions, sessions.c.id, project, [sid])
-        if session is not None:
-            row = session_row(project, session)
-            insert_rows(conn, sessions, [{**row, "content_hash": digest(row), "version": version}])
-        where = {"harness": session.harness, "source": session.source} if session else None
-        if change.whole:
-            turn_scope, event_scope = (turns.c.session_id, [sid]), (events.c.session_id, [sid])
+        """Make the rows of `table` (turns or events) within `scope` those of `changes`."""
+        rows: list[Row]
+        if table is turns:
+            rows = [turn_row(project, turn) for change in changes for turn in change.turns]
         else:
-            turn_scope = (turns.c.id, [*{t.id for t in change.turns}, *change.removed_turns])
-            event_scope = (events.c.turn_id, change.event_turns)
-        replace_among(
-            conn, turns, project, *turn_scope, [turn_row(project, t) for t in change.turns]
-        )
-        event_rows = [event_row(project, e, **where) for e in change.events] if where else []
-        gone, added = replace_among(conn, events, project, *event_scope, event_rows)
-        self._touches(project, change, where)
-        states = [_state_row(project, state) for state in change.states]
-        delete_ids(
-            conn, trace_turns, trace_turns.c.trace_id, project, [s.trace_id for s in change.states]
-        )
-        insert_rows(conn, trace_turns, states)
-        return gone, added
+            rows = [
+                trace_event_row(project, event, **_filtered(change))
+                for change in changes
+                if change.session is not None
+                for event in change.events
+            ]
+        if not scope and not rows:
+            return [], []
+        return replace_among(self._conn, table, project, column, scope, rows)
 
-    def _touches(self, project: str, change: SessionChange, where: dict[str, str] | None) -> None:
+    def _sequence(self, project: str, listed: Sequence[TurnRecord]) -> None:
+        """Give the stored events of these moved turns the seq of their new ordinal, in place
+        (rows written just now have it already; seq is left out of the row hash, and out of
+        what search indexes)."""
+        if not listed:
+            return
+        c = events.c
+        base: BindParameter[int] = bindparam("base", type_=BigInteger)
+        statement = (
+            update(events)
+            .where(c.project == project, c.turn_id == bindparam("turn"), c.seq != base + c.ordinal)
+            .values(seq=base + c.ordinal)
+        )
+        self._conn.execute(
+            statement, [{"turn": turn.id, "base": turn.ordinal * SEQ_STRIDE} for turn in listed]
+        )
+
+    def _touches(self, project: str, change: SessionChange) -> None:
+        """Replace the session's touches from `touches_from` on (all of a whole session's)."""
         c = file_touches.c
         start = 0 if change.whole else change.touches_from
         if start is None:
@@ -260,12 +298,28 @@ class SqlTraceTurns:
                 c.project == project, c.session_id == change.session_id, c.position >= start
             )
         )
-        if where is not None:
+        if change.session is not None:
             rows = [
-                touch_row(project, start + offset, touch, **where)
+                touch_row(project, start + offset, touch, **_filtered(change))
                 for offset, touch in enumerate(change.touches)
             ]
             insert_rows(self._conn, file_touches, rows)
+
+
+def _filtered(change: SessionChange) -> dict[str, str]:
+    """The session values its events and touches repeat (they are filtered on)."""
+    assert change.session is not None
+    return {"harness": change.session.harness, "source": change.session.source}
+
+
+def _turn_ids(change: SessionChange) -> list[str]:
+    return [*{turn.id for turn in change.turns}, *change.removed_turns]
+
+
+def _session_row(project: str, change: SessionChange, version: int) -> Row:
+    assert change.session is not None
+    row = session_row(project, change.session)
+    return {**row, "content_hash": digest(row), "version": version}
 
 
 def _state_of(row: Any) -> TraceTurn:
