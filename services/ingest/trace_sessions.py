@@ -107,7 +107,7 @@ from mcpd.sessions.traces import (
     TraceTurnStores,
 )
 from mcpd.signals.batch import SignalBatch
-from mcpd.signals.projection import MODEL_KINDS, TOOL_KINDS, project_trace
+from mcpd.signals.projection import MODEL_KINDS, TOOL_KINDS, trace_session_id
 from mcpd.signals.rows import SpanRow, TraceRow
 from services.ingest.transcripts.assemble import (
     display_label,
@@ -773,6 +773,18 @@ class AssembledTurn:
     # The preview of its user input; None without one.
     prompt: str | None
 
+    def placed(self, ordinal: int) -> AssembledTurn:
+        """The same turn at `ordinal` (its events' seq follow)."""
+        if ordinal == self.turn.ordinal:
+            return self
+        base = ordinal * SEQ_STRIDE
+        return AssembledTurn(
+            turn=dataclasses.replace(self.turn, ordinal=ordinal),
+            events=[dataclasses.replace(e, seq=base + e.ordinal) for e in self.events],
+            touches=self.touches,
+            prompt=self.prompt,
+        )
+
 
 def assemble_turn(
     name: SessionName, trace_id: str, events: list[ParsedEvent], ordinal: int
@@ -848,11 +860,33 @@ def session_record(
 
 
 @dataclass(frozen=True, slots=True)
+class PreparedTrace:
+    """A trace of a write read before its transaction as though nothing of it were stored: its
+    span rows, its turn input and events, and their rows in the session its spans name, under
+    the source a new session would take (None without events). Taken inside the transaction
+    when the trace has no state and these rows are all its spans, the name permitting."""
+
+    spans: dict[str, SpanRow]
+    turn: TraceTurnInput
+    events: list[ParsedEvent]
+    name: SessionName
+    assembled: AssembledTurn | None
+
+    def covers(self, spans: Mapping[str, SpanRow], count: int) -> bool:
+        """Whether these rows are the trace's `count` spans and the very ones read."""
+        return len(spans) == count == len(self.spans) and all(
+            self.spans.get(span_id) is span for span_id, span in spans.items()
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Prepared:
-    """The reads of a write's spans made before its transaction, by (project, trace, span),
-    each with the row it was read from (a row the write replaced is read again)."""
+    """What a write's spans gave before its transaction: each span's read, by (project, trace,
+    span), with the row it was read from (a row the write replaced is read again), and the
+    write's traces with a session id, by (project, trace)."""
 
     reads: dict[tuple[str, str, str], tuple[SpanRow, SpanRead]]
+    traces: dict[tuple[str, str], PreparedTrace]
 
 
 @dataclass(slots=True)
@@ -888,16 +922,32 @@ class TraceSessions:
         trace_store.follow_writes(self)
 
     def prepare(self, spans: Sequence[SpanRow]) -> Prepared:
-        """Read the spans of the traces the write gives a session id: the mapping's work on
-        them, done before the write's transaction (spans of other traces are read in it, if
-        their trace turns out to belong to a session)."""
-        sessions = {(s.get("project") or "", s["trace_id"]) for s in spans if s.get("session_id")}
-        reads: dict[tuple[str, str, str], tuple[SpanRow, SpanRead]] = {}
+        """The mapping's work on the traces the write gives a session id, before its
+        transaction: their spans read, their turns made as though they were new (spans of
+        other traces are read in the transaction, if their trace belongs to a session)."""
+        traces: dict[tuple[str, str], dict[str, SpanRow]] = defaultdict(dict)
         for span in spans:
-            trace = (span.get("project") or "", span["trace_id"])
-            if trace in sessions:
-                reads[(*trace, span["span_id"])] = (span, read_span(span["trace_id"], span))
-        return Prepared(reads)
+            traces[(span.get("project") or "", span["trace_id"])][span["span_id"]] = span
+        reads: dict[tuple[str, str, str], tuple[SpanRow, SpanRead]] = {}
+        joining: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+        for trace, rows in traces.items():
+            key = trace_session_id(rows.values())
+            if key is None:
+                continue
+            joining[(trace[0], key)].append(trace)
+            for span_id, row in rows.items():
+                reads[(*trace, span_id)] = (row, read_span(trace[1], row))
+        prepared: dict[tuple[str, str], PreparedTrace] = {}
+        for (project, key), members in joining.items():
+            source = session_sources([s for t in members for s in traces[t].values()])[0]
+            name = SessionName(project, key, source)
+            for trace in members:
+                rows = traces[trace]
+                turn = _from_reads(trace[1], {i: reads[(*trace, i)][1] for i in rows})
+                events = turn.events()
+                assembled = assemble_turn(name, trace[1], events, 0) if events else None
+                prepared[trace] = PreparedTrace(rows, turn, events, name, assembled)
+        return Prepared(reads, prepared)
 
     def follow(self, write: FollowedWrite[Prepared]) -> Callable[[], None]:
         """Update the sessions of the write's traces inside its transaction; a failure is logged
@@ -942,6 +992,8 @@ class _ProjectWrite:
         self._project = project
         self._traces = traces
         self._prepared = prepared
+        # The traces whose turn input was made before the transaction (`prepare`).
+        self.ready: dict[str, PreparedTrace] = {}
 
     def run(self) -> None:
         members = {
@@ -972,6 +1024,7 @@ class _ProjectWrite:
                 {t: inputs[t] for t, k in members.items() if k == key and t in inputs},
                 [t for t, s in states.items() if s.session_key == key and members[t] != key],
                 {t: (states[t], stored.get(states[t].turn_id, [])) for t in states},
+                self.ready,
                 whole=key in whole,
             ).change()
             for key in keys
@@ -1036,10 +1089,13 @@ class _ProjectWrite:
             if key in whole or projection is None:
                 again.append(trace_id)
                 continue
-            new = {
-                span_id: self._read(trace_id, span)
-                for span_id, span in self._traces.rows.get(trace_id, {}).items()
-            }
+            rows = self._traces.rows.get(trace_id, {})
+            ready = self._prepared.traces.get((self._project, trace_id))
+            if state is None and ready is not None and ready.covers(rows, projection["span_count"]):
+                inputs[trace_id] = ready.turn
+                self.ready[trace_id] = ready
+                continue
+            new = {span_id: self._read(trace_id, span) for span_id, span in rows.items()}
             try:
                 turn = trace_of_state(
                     trace_id,
@@ -1060,7 +1116,7 @@ class _ProjectWrite:
                 spans[span["trace_id"]].append(span)
             for trace_id in again:
                 found = spans[trace_id]
-                if found and _session_of(self._project, trace_id, found) == members[trace_id]:
+                if found and trace_session_id(found) == members[trace_id]:
                     inputs[trace_id] = trace_of_spans(trace_id, found)
         return inputs
 
@@ -1080,12 +1136,6 @@ def _head(trace: TraceRow) -> SpanRow:
         "service_name": trace.get("service_name"),
     }
     return head
-
-
-def _session_of(project: str, trace_id: str, spans: Sequence[SpanRow]) -> str | None:
-    """The session id a trace's spans give it (its projection's)."""
-    projected = project_trace(project, trace_id, spans, (), ())
-    return projected.get("session_id") if projected is not None else None
 
 
 def _by_turn(events: Iterable[EventRecord]) -> dict[str, list[EventRecord]]:
@@ -1142,9 +1192,11 @@ class _SessionWrite:
         touched: Mapping[str, TraceTurnInput],
         leaving: Sequence[str],
         stored: Mapping[str, tuple[TraceTurn, list[EventRecord]]],
+        ready: Mapping[str, PreparedTrace],
         *,
         whole: bool,
     ) -> None:
+        self._ready = ready
         self._store = store
         self._name = name
         self._placed = placed
@@ -1167,7 +1219,10 @@ class _SessionWrite:
                 if entry.placed.turn.ordinal != ordinal:
                     moved.append(entry)
                 continue
-            assembled = assemble_turn(self._name, entry.trace_id, entry.events, ordinal)
+            if entry.assembled is not None:
+                assembled = entry.assembled.placed(ordinal)
+            else:
+                assembled = assemble_turn(self._name, entry.trace_id, entry.events, ordinal)
             entry.assembled = assembled
             old = self._old.get(entry.trace_id)
             if old is not None and old.turn.ordinal != ordinal:
@@ -1212,9 +1267,13 @@ class _SessionWrite:
             if turn.trace_id not in self._touched and turn.trace_id not in self._leaving
         ]
         for trace_id, turn in self._touched.items():
-            events = turn.events()
+            ready = self._ready.get(trace_id)
+            events = ready.events if ready is not None else turn.events()
             if events:
-                entries.append(_Entry(turn.start, trace_id, events=events))
+                entry = _Entry(turn.start, trace_id, events=events)
+                if ready is not None and ready.name == self._name:
+                    entry.assembled = ready.assembled
+                entries.append(entry)
         entries.sort(key=lambda entry: (entry.start, entry.trace_id))
         return entries
 

@@ -121,8 +121,7 @@ def project_trace(
     if not by_id:
         return None
     ordered = sorted(by_id.values(), key=_start_order)
-    root = next((span for span in ordered if span.get("is_root")), None)
-    head = root if root is not None else ordered[0]
+    root, head = _root_and_head(ordered)
     tags = head.get("tags")
 
     own = {span["span_id"]: _own_marks(span) for span in ordered}
@@ -212,6 +211,22 @@ def project_trace(
 
 def _start_order(span: SpanRow) -> tuple[int, str]:
     return span["start_time"], span["span_id"]
+
+
+def trace_session_id(spans: Iterable[SpanRow]) -> str | None:
+    """The session id `project_trace` gives a trace of these spans (see "Root")."""
+    ordered = sorted(spans, key=_start_order)
+    if not ordered:
+        return None
+    _, head = _root_and_head(ordered)
+    return head.get("session_id") or _first_session_id(ordered)
+
+
+def _root_and_head(ordered: Sequence[SpanRow]) -> tuple[SpanRow | None, SpanRow]:
+    """The root of spans in start order (None before it arrives), and the span that names the
+    trace: the root, else the earliest span."""
+    root = next((span for span in ordered if span.get("is_root")), None)
+    return root, root if root is not None else ordered[0]
 
 
 def _first_session_id(ordered: Sequence[SpanRow]) -> str | None:

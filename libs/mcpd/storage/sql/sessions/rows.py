@@ -108,13 +108,59 @@ def event_row(project: str, event: EventRecord, *, harness: str, source: str) ->
 
 
 def trace_event_row(project: str, event: EventRecord, *, harness: str, source: str) -> Row:
-    """An events row of a session built from traces: its row hash leaves `seq` out. A trace
+    """An events row of a session built from traces. Its row hash leaves `seq` out: a trace
     turn's events take their seq from the turn's ordinal, which moves when a trace sorts before
     the turn; the writer then sets the seq of the turn's stored rows in place
-    (`mcpd.sessions.traces.SessionChange`), and an unchanged row must still hash the same."""
-    row = with_hash(_event_fields(project, event, harness, source, 0))
-    row["seq"] = event.seq
+    (`mcpd.sessions.traces.SessionChange`), and an unchanged row must still hash the same. The
+    text is digested apart from the other columns' JSON, so it is hashed but never escaped:
+    these rows are built inside the trace store's write transaction."""
+    row = _event_fields(project, event, harness, source, event.seq)
+    for name in _TEXT_COLUMNS:
+        value = row[name]
+        if value and "\x00" in value:
+            row[name] = value.replace("\x00", "\ufffd")
+    if row["payload"] is not None:
+        row["payload"] = scrub_nul(row["payload"])
+    head = _encode([row[name] for name in _TRACE_EVENT_HASHED])
+    digest = hashlib.blake2b(head.encode("utf-8"), digest_size=16, person=b"mcpd-trace-evt")
+    digest.update(row["text"].encode("utf-8", "surrogatepass"))
+    row["row_hash"] = digest.hexdigest()
     return row
+
+
+# What a trace event's row hash covers beside its text: every column but `seq` and the hash.
+_TRACE_EVENT_HASHED = (
+    "project",
+    "id",
+    "session_id",
+    "turn_id",
+    "ordinal",
+    "type",
+    "timestamp_ns",
+    "terminal",
+    "tool_name",
+    "model",
+    "originating_model",
+    "call_id",
+    "payload",
+    "line",
+    "harness",
+    "source",
+)
+# The columns of an events row that hold text.
+_TEXT_COLUMNS = (
+    "project",
+    "id",
+    "session_id",
+    "turn_id",
+    "text",
+    "tool_name",
+    "model",
+    "originating_model",
+    "call_id",
+    "harness",
+    "source",
+)
 
 
 def _event_fields(project: str, event: EventRecord, harness: str, source: str, seq: int) -> Row:
