@@ -47,6 +47,7 @@ SESSION_TABLES = {
     "event_search",
     "session_versions",
     "trace_turns",
+    "search_log",
 }
 # What ingest writes beside the signals on SQL (idempotency keys, tail sampling's holding table).
 SQL_SIGNAL_TABLES = {"ingest_keys", "held_spans"}
@@ -93,7 +94,7 @@ REVISIONS = {
         "0003_ingest_keys_held_spans",
         "0004_query_read_paths",
         "0005_span_head_json",
-        "0006_trace_turns",
+        "0006_trace_sessions",
     ],
     "run": ["0001_initial"],
     "control": ["0001_initial", "0002_key_owner_audit_order", "0003_audit_source_count"],

@@ -12,11 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from mcpd.sessions.search.index import STATE_FILE, SearchIndex
 from mcpd.sessions.store import SearchQuery, SearchResult
 from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
+from mcpd.storage.sql.schema.sessions import search_log
 from mcpd.storage.sql.sessions import SqlSessionStore
 from mcpd.storage.sql.sessions.tantivy_search import TantivySearch
 from mcpd.storage.sql.stores import SqlTraceStore
@@ -204,6 +206,42 @@ def test_the_writer_holder_follows_writes_it_never_makes(engine: Engine, index_d
         for other in others:
             other.close()
         holder.close()
+
+
+def test_the_holder_applies_other_writes_by_their_logged_difference(
+    engine: Engine, index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    holder = open_store(engine, index_dir)
+    holder.write_session("p", assemble("s1", [[(USER, "old words")]]))  # takes the writer
+    other = open_store(engine, index_dir)
+
+    def whole_sessions(*_args: object) -> None:
+        raise AssertionError("re-indexed session by session")
+
+    try:
+        # Re-indexing session by session would fail: the log must carry every difference.
+        monkeypatch.setattr("mcpd.storage.sql.sessions.tantivy_search._docs", whole_sessions)
+        other.write_session("p", assemble("s1", [[(USER, "new words")]]))
+        other.write_session("p", assemble("s2", [[(USER, "more words")]]))
+        deadline = time.monotonic() + 15
+        while sorted(i for i, _ in results(holder, "words")) != [
+            event_id("s1", 1, 1),
+            event_id("s2", 1, 1),
+        ] or results(holder, "old"):
+            assert time.monotonic() < deadline, "the holder did not follow the log"
+            time.sleep(0.05)
+        # The log is trimmed once the index has committed what it names.
+        while _logged_versions(engine):
+            assert time.monotonic() < deadline, "the log was not trimmed"
+            time.sleep(0.05)
+    finally:
+        other.close()
+        holder.close()
+
+
+def _logged_versions(engine: Engine) -> list[int]:
+    with engine.connect() as conn:
+        return [int(v) for v in conn.execute(select(search_log.c.version)).scalars()]
 
 
 def test_searching_never_takes_the_writer_lock(engine: Engine, index_dir: Path) -> None:

@@ -17,6 +17,9 @@ PostgreSQL full-text side table. Every key is led by `project`, like the rest of
 * `trace_turns` holds one row per trace of a session built from traces (`mcpd.sessions.traces`):
   its session, its turn's place and the facts its spans left, so each write of spans updates
   the turns of its own traces without reading the session's spans back.
+* `search_log` holds, per read-model version written on SQLite, the events whose documents the
+  write removed or replaced and those it added, so the process that holds the tantivy writer
+  applies other processes' writes by their difference; it trims what its index has committed.
 """
 
 from __future__ import annotations
@@ -201,4 +204,16 @@ trace_turns = Table(
     # A session's source (by key), its turns in place (by id), and erasing it.
     index("trace_turns", "project", "session_key"),
     index("trace_turns", "project", "session_id"),
+)
+
+search_log = Table(
+    "search_log",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("version", Count, nullable=False),
+    # Event ids, as JSON arrays: documents that go (events removed or changed), and documents
+    # that come (searchable events written).
+    Column("stale", JsonDocument, nullable=False),
+    Column("fresh", JsonDocument, nullable=False),
+    PrimaryKeyConstraint("project", "version"),
 )

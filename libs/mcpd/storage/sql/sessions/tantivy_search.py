@@ -1,12 +1,17 @@
 """Search beside SQLite: the tantivy index (`mcpd.sessions.search.index`), kept in step.
 
-SQLite is the truth and commits first; the index follows. After each committed write the index
-applies the write's difference when it holds exactly the version before it (the usual case);
-otherwise it catches up: every session written after the version the index records is
-re-indexed from SQL, and a project whose generation differs (its database was re-created) or
-whose recorded version is ahead is re-indexed whole. The same catch-up runs for every project
-when the store opens (`reconcile`), so a crash between the SQL commit and the index commit, a
-deleted index directory or an analyzer change mend themselves; `rebuild` starts from empty.
+SQLite is the truth and commits first; the index follows. Every write also logs its difference
+in its own transaction (`search_log`: the events whose documents go and those that come, per
+read-model version). After each committed write the index applies the write's difference
+when it holds exactly the version before it (the usual case); otherwise it catches up: from
+the log when it holds every version since the index's (the documents of the events it names
+are dropped and those events that are still searchable indexed again, from SQL), else by
+re-indexing from SQL every session written after the version the index records; a project
+whose generation differs (its database was re-created) or whose recorded version is ahead is
+re-indexed whole. The same catch-up runs for every project when the store opens
+(`reconcile`), so a crash between the SQL commit and the index commit, a deleted index
+directory or an analyzer change mend themselves; `rebuild` starts from empty. The writer's
+holder trims the log up to what its index has committed.
 
 Commits are grouped: a write commits the index at once unless the last commit is less than
 `COMMIT_DELAY` old, in which case a timer commits shortly (a tantivy commit fsyncs, tens of
@@ -32,7 +37,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, delete, insert, select
 from sqlalchemy.engine import Engine
 
 from mcpd.sessions.search.analysis import Unit
@@ -40,7 +45,7 @@ from mcpd.sessions.search.documents import IndexDoc, IndexFilter, Mark
 from mcpd.sessions.search.index import IndexBusyError, SearchIndex
 from mcpd.sessions.store import SearchQuery
 from mcpd.storage.sql.engine import read_connection
-from mcpd.storage.sql.schema.sessions import events, session_versions, sessions
+from mcpd.storage.sql.schema.sessions import events, search_log, session_versions, sessions
 from mcpd.storage.sql.sessions.backend import Ranked
 from mcpd.storage.sql.sessions.rows import Row, is_searchable, search_text
 from mcpd.storage.sql.sessions.writes import CHUNK, Written, chunks
@@ -103,7 +108,13 @@ class TantivySearch:
         self._busy_until = 0.0
 
     def in_transaction(self, conn: Connection, written: Written) -> None:
-        """Nothing: the index is written after the commit."""
+        """Log the write's difference for whichever process holds the index's writer (the index
+        itself is written after the commit)."""
+        fresh = [row["id"] for row in written.fresh_events if is_searchable(row)]
+        row = {"project": written.project, "version": written.version}
+        conn.execute(
+            insert(search_log), [{**row, "stale": list(written.stale_event_ids), "fresh": fresh}]
+        )
 
     def after_commit(self, written: Written) -> None:
         """Apply the write's difference, or catch the project up; commit now or soon. The
@@ -233,8 +244,23 @@ class TantivySearch:
                 return
             try:
                 self.catch_up()
+                self._trim_log()
             except Exception:
                 log.exception("search index catch-up failed; retried at the next look")
+
+    def _trim_log(self) -> None:
+        """Forget the logged differences the index's last commit holds."""
+        with self._lock:
+            marks = self._open().committed_marks()
+        if not marks:
+            return
+        with self._engine.begin() as conn:
+            for project, mark in sorted(marks.items()):
+                conn.execute(
+                    delete(search_log).where(
+                        search_log.c.project == project, search_log.c.version <= mark.version
+                    )
+                )
 
     def _open(self) -> SearchIndex:
         with self._lock:
@@ -271,6 +297,20 @@ class TantivySearch:
             # A process that only searches must not keep the lock from the one that writes.
             index.release_writer()
 
+    def _apply_log(
+        self, index: SearchIndex, conn: Connection, project: str, named: set[str], truth: Mark
+    ) -> int:
+        """Replace the documents of the events the log names by their current ones; return
+        how many sessions they are of."""
+        ids = sorted(named)
+        docs = list(_docs_of_events(conn, project, ids))
+        index.update(
+            delete_events=[(project, event_id) for event_id in ids],
+            docs=docs,
+            marks={project: truth},
+        )
+        return len({doc.session_id for doc in docs})
+
     def _catch_up(self, index: SearchIndex, project: str) -> int:
         """Re-index what the index lacks of `project`; return how many sessions."""
         mark = index.marks().get(project)
@@ -288,6 +328,10 @@ class TantivySearch:
                 return 0
             whole = mark is None or mark.generation != truth.generation
             whole = whole or mark is None or mark.version > truth.version
+            if not whole and mark is not None:
+                logged = _logged(conn, project, mark.version, truth.version)
+                if logged is not None:
+                    return self._apply_log(index, conn, project, logged, truth)
             since = 0 if whole or mark is None else mark.version
             ids = list(
                 conn.execute(
@@ -305,6 +349,27 @@ class TantivySearch:
         return len(ids)
 
 
+def _logged(conn: Connection, project: str, since: int, until: int) -> set[str] | None:
+    """The events the log names for the versions after `since` up to `until`, or None when it
+    lacks one of them (trimmed, or written before the log was kept)."""
+    found: set[str] = set()
+    versions: list[int] = []
+    rows = conn.execute(
+        select(search_log.c.version, search_log.c.stale, search_log.c.fresh)
+        .where(
+            search_log.c.project == project,
+            search_log.c.version > since,
+            search_log.c.version <= until,
+        )
+        .order_by(search_log.c.version)
+    )
+    for version, stale, fresh in rows:
+        versions.append(int(version))
+        found.update(stale)
+        found.update(fresh)
+    return found if versions == list(range(since + 1, until + 1)) else None
+
+
 def _docs(conn: Connection, project: str, session_ids: list[str] | None) -> Iterator[IndexDoc]:
     """The documents of the project's searchable events (of `session_ids`, when given)."""
     columns: list[Any] = [events.c[name] for name in _DOC_COLUMNS]
@@ -315,5 +380,15 @@ def _docs(conn: Connection, project: str, session_ids: list[str] | None) -> Iter
             statement = statement.where(events.c.session_id.in_(scope))
         result = conn.execute(statement.execution_options(yield_per=CHUNK))
         for row in result.mappings():
+            if is_searchable(row):
+                yield index_doc(dict(row))
+
+
+def _docs_of_events(conn: Connection, project: str, event_ids: list[str]) -> Iterator[IndexDoc]:
+    """The documents of those of these events that exist and are searchable."""
+    columns: list[Any] = [events.c[name] for name in _DOC_COLUMNS]
+    for chunk in chunks(event_ids):
+        statement = select(*columns).where(events.c.project == project, events.c.id.in_(chunk))
+        for row in conn.execute(statement).mappings():
             if is_searchable(row):
                 yield index_doc(dict(row))

@@ -1,10 +1,12 @@
-"""Trace store: `trace_turns`, the per-trace state of the sessions built from traces.
+"""Trace store: `trace_turns`, the per-trace state of the sessions built from traces, and
+`search_log`, the read model's changes the SQLite search index follows.
 
 Sessions written from traces before this revision have no trace states; the first write of
 spans that touches such a session rebuilds it whole from the trace store
-(`services.ingest.trace_sessions`), so nothing is rewritten here.
+(`services.ingest.trace_sessions`), so nothing is rewritten here. An index that lags behind
+a version with no log row catches up session by session, as before.
 
-Revision ID: 0006_trace_turns
+Revision ID: 0006_trace_sessions
 Revises: 0005_span_head_json
 Create Date: 2026-12-03
 """
@@ -15,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
 
-revision = "0006_trace_turns"
+revision = "0006_trace_sessions"
 down_revision = "0005_span_head_json"
 branch_labels = None
 depends_on = None
@@ -44,7 +46,16 @@ def upgrade() -> None:
     )
     for columns in (["project", "session_key"], ["project", "session_id"]):
         op.create_index(f"ix_trace_turns_{'_'.join(columns)}", "trace_turns", columns)
+    op.create_table(
+        "search_log",
+        sa.Column("project", sa.Text(), nullable=False),
+        sa.Column("version", sa.BigInteger(), nullable=False),
+        sa.Column("stale", JSON_DOC, nullable=False),
+        sa.Column("fresh", JSON_DOC, nullable=False),
+        sa.PrimaryKeyConstraint("project", "version", name=op.f("pk_search_log")),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("search_log")
     op.drop_table("trace_turns")
