@@ -13,10 +13,12 @@ project's read-model version, whose row lock serialises the project's read-model
 commit, as a transcript import's does. SQLite's BEGIN IMMEDIATE already made this the only
 writer.
 
-`apply` writes each change's rows with one version for the whole write: the session row, the
-turns and events that differ (by row hash), the touches from the first position that moved,
-and the trace states. The search side writes its part in the same transaction (PostgreSQL) or
-after the commit (`after_commit`: the tantivy index).
+`apply` writes every change of the write with one version and one statement per table: the
+session rows, the turns and events that differ (by row hash; a trace event's leaves seq out),
+the seq of a moved turn's stored events in place, the touches from the first position that
+moved, and the trace states. The search side writes its part in the same transaction
+(PostgreSQL's vectors, SQLite's change log) and the tantivy index follows after the commit
+(`after_commit`).
 """
 
 from __future__ import annotations
