@@ -10,7 +10,9 @@ session are serialised by a lock on the session (PostgreSQL; SQLite's one writer
 ClickHouse has no transactions: there the session is written after the spans, in the same
 call (see `mcpd.storage.clickhouse.sessions.traces` for what that guarantees). A failure in
 the session part is logged and leaves the session as it was (the spans are still written); the
-next write of the same trace repairs it (below).
+next write of the same trace repairs it (below). The search index follows as its backend says
+(`mcpd.storage.sql.sessions.tantivy_search` on SQLite); `notice_sessions`, what an ingest worker
+tells its parent it stored, only has this process's index catch up sooner.
 
 **Membership.** A trace belongs to the session id of its trace row: the root's, else the
 earliest span's that carries one (`mcpd.signals.projection`), so a trace whose root alone
@@ -22,7 +24,9 @@ turn's place and the facts of each span seen (id, parent, kind, root flag, times
 whether a model span has output) and, for the root, what its end events say. A write of spans
 recomputes the turns of its own traces from those facts, the turn's stored events (each span's
 events depend on that span alone) and the new spans; the session row is summed up from its
-turns. Spans are read back from the trace store for one trace only when its state cannot
+turns. A trace that is new to the write (no state, all its spans in it) is mapped and
+assembled before the write's transaction (`prepare`), so the transaction only places and
+writes it. Spans are read back from the trace store for one trace only when its state cannot
 account for them: the trace joins a session with spans already stored (its root, carrying the
 session id, arrives after its children), its stored spans are not those the state knows (spans
 deleted, a failed session update), its root changes, or a model span it silenced must speak
@@ -47,9 +51,8 @@ The mapping:
   - each tool span (tool_call, client_tool_call, provider_tool_call, mcp_tool_call):
     `tool_call` at its start (tool_name = entity_name, else the span name; arguments = input,
     its keys sorted so no store's key order shows; the same text, file paths and self-tool
-    flag as transcript tool calls), and, once it
-    ended, `tool_response` at its end (text = output; a failed tool's error when it has no
-    output);
+    flag as transcript tool calls), and, once it ended, `tool_response` at its end (text =
+    output; a failed tool's error when it has no output);
   - every other failed span (status `error`): a `runtime` event "<name> failed: <error>" (the
     vocabulary has no error type; a failed tool reports through its `tool_response`);
   - the end of the root, once it ended: status `error` or `cancelled` ends the turn
@@ -69,12 +72,15 @@ The mapping:
   JSON with sorted keys. Payloads were redacted at ingest.
 * **Ids** come from span ids (`<trace>/<span>/<part>`); a turn's id from its trace, so ids
   never change as a trace's spans arrive. An event's `seq` is its turn's ordinal times
-  `SEQ_STRIDE` plus its ordinal: changing a turn leaves the other turns' events alone.
+  `SEQ_STRIDE` plus its ordinal: changing a turn leaves the other turns' events alone, and a
+  turn that moves keeps its events' rows (the store sets their seq in place).
 * Each event's payload names its trace and span (`trace_id`, `span_id`), and an error's detail.
 
-Limits: a trace whose spans all lose their session id by later re-sends keeps its turn; a trace
-deleted from the trace store (`delete_trace`, retention) keeps its turn until a span of it is
-written again.
+Costs and limits: a write reads the turns of each session it touches (one narrow row per
+trace), so very long sessions cost more per write; a trace joining its session with many
+spans stored is read back once, inside the write. A trace whose spans all lose their session
+id by later re-sends keeps its turn; a trace deleted from the trace store (`delete_trace`,
+retention) keeps its turn until a span of it is written again.
 """
 
 from __future__ import annotations
