@@ -1,13 +1,12 @@
 """The ingest role's parts, built once per process: policies, writer, tail sampler, pipeline,
-and the sessions of ingested traces (`TraceSessions`, told about every stored batch).
+and the sessions of ingested traces (`TraceSessions`, written with every write of spans).
 
 Every server process of `mcpd serve` builds the same role; only the primary sweeps held traces
 (`sweep_tail`), so each trace is decided once.
 
 Order matters on the way out: the writer and the tail sampler are registered on the exit stack
 BEFORE the gRPC servers that feed them, so shutdown drains the servers first (no new batch
-arrives), then the sampler stops, then the writer commits what is queued, then the trace
-sessions are rebuilt one last time.
+arrives), then the sampler stops, then the writer commits what is queued.
 """
 
 from __future__ import annotations
@@ -48,6 +47,7 @@ class IngestRole:
     pipeline: IngestPipeline
     writer: BatchWriter
     policies: ProjectPolicies
+    # The sessions of the traces this process writes.
     sessions: TraceSessions
     tail: TailSampler
     transcripts: TranscriptImports
@@ -103,11 +103,8 @@ async def start_ingest(
     held traces to another process (see the module docstring)."""
     ingest = settings.ingest
     policies = await asyncio.to_thread(project_policies, settings, stores, clock)
-    # Registered before the writer, so it closes after it: batches the writer commits while
-    # closing are still noticed, and its close rebuilds what is noticed by then.
-    trace_sessions = TraceSessions(stores.trace, stores.sessions, clock)
-    trace_sessions.start()
-    stack.push_async_callback(trace_sessions.close)
+    # Every process that writes spans writes their sessions, in the same transactions.
+    trace_sessions = TraceSessions(stores.trace, stores.sessions)
     writer = BatchWriter(
         stores.trace,
         monotonic=clock.monotonic,
@@ -129,7 +126,6 @@ async def start_ingest(
         label_values_seen=cardinality.values_seen,
         limits=RecordLimits.from_settings(ingest),
         admission=Admission(ingest.max_pending_bytes),
-        on_stored=trace_sessions.notice,
     )
     transcripts = TranscriptImports(stores.sessions, lambda project: policies.get(project).redactor)
     return IngestRole(pipeline, writer, policies, trace_sessions, tail, transcripts)

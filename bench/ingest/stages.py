@@ -15,12 +15,14 @@ embedded SQLite trace store opened as ``mcpd serve`` opens it, and charges the p
 - **bind**: what the SQL store computes before its transaction (``bind_batches``: the rows'
   parameters and JSON texts, each span's rendered head and search text, new traces' projections);
 - **write**: the transaction (``TraceStore.write_batches`` less its binding, measured apart on
-  the same batches): the upserts, the search index, the commit and the checkpoints it triggers.
+  the same batches): the upserts, the search index, the sessions of the written traces (their
+  follower, ``TraceSessions``, prepares before the transaction and writes in it, as in ``mcpd
+  serve``), the commit and the checkpoints it triggers.
 
 ``per_transaction`` requests go into one transaction, as the group commit does under load. The
-HTTP or gRPC front, the relay to the ingest workers and session rebuilds are not in these
-figures. The last line is what a target rate leaves per span on this machine: its usable cores
-divided by the rate (every stage, and the front, must fit in it together).
+HTTP or gRPC front and the relay to the ingest workers are not in these figures. The last line
+is what a target rate leaves per span on this machine: its usable cores divided by the rate
+(every stage, and the front, must fit in it together).
 
 Output: a table per payload and ``bench/results/ingest_stages.json``.
 """
@@ -61,6 +63,7 @@ from services.ingest import (
     ProjectPolicies,
     RecordLimits,
     TailSampler,
+    TraceSessions,
 )
 from services.ingest.otlp import map_traces
 
@@ -129,6 +132,7 @@ def measure(corpus: Corpus, *, requests: int, per_transaction: int, data_dir: Pa
     templates = corpus.measured["otlp"]
     clock = SystemClock()
     stores = open_stores("sqlite", data_dir=data_dir, postgres_url=None, clickhouse_url=None)
+    TraceSessions(stores.trace, stores.sessions)
     try:
         policies = ProjectPolicies(
             stores.control,

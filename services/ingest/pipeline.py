@@ -72,7 +72,6 @@ class IngestPipeline:
         label_values_seen: Callable[[str, str], int],
         limits: RecordLimits,
         admission: Admission,
-        on_stored: Callable[[SignalBatch], None] | None = None,
     ) -> None:
         self._admission = admission
         self._policies = policies
@@ -81,8 +80,6 @@ class IngestPipeline:
         self._tail = tail
         self._limits = limits
         self._label_values_seen = label_values_seen
-        # Told about every batch once it is durable (not replays): must be cheap and not raise.
-        self._on_stored = on_stored
 
     def admit(self, size: int) -> AbstractContextManager[None]:
         """Take on a request of `size` bytes (as received) for the block, or refuse it at once
@@ -113,8 +110,6 @@ class IngestPipeline:
         stored = await self._writer.write(prepared.batch)
         if stored:
             result.accepted = prepared.valid
-            if self._on_stored is not None:
-                self._on_stored(prepared.batch)
         else:
             result.duplicate = prepared.valid
         return result

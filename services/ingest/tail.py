@@ -5,7 +5,8 @@ the same transaction as the rest of their batch), not to `spans`. A sweep every
 `interval_s` asks the store for a summary of every held trace and the project's policy for a
 verdict: keep (every error, every slow trace, and the sampled share of the rest), drop, or keep
 waiting (root still running, settling after it ended, under `max_wait_s`). Kept traces move
-into `spans` with their projection; dropped ones are deleted.
+into `spans` with their projection, and into their sessions (the trace store's release is
+followed like its writes, `services.ingest.trace_sessions`); dropped ones are deleted.
 
 The decision is remembered per (project, trace id) in a bounded memory, so spans that arrive
 after it follow it instead of being held again; a straggler held all the same (it reached

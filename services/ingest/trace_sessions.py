@@ -1,33 +1,47 @@
-"""Sessions from ingested traces: spans that carry `correlation.session_id` become a session of
-the session read model (harness `mcpd`), searchable with the MCP tools like transcripts.
+"""Sessions from ingested traces: every trace whose spans carry a session id becomes a turn of a
+session of the read model (harness `mcpd`), searchable with the MCP tools like transcripts.
 
-`TraceSessions.notice` is told about every stored batch (`IngestPipeline(on_stored=...)`) and
-remembers the (project, session id)s its spans carry; a background task rebuilds each noticed
-session every `interval_s`, off the event loop, but one session at most once every `min_gap_s`:
-a rebuild reads the whole session back, so a session that keeps receiving spans would otherwise
-be read again every second (measured under sustained OTLP load with 400 busy sessions: a sixth
-of all ingest CPU). A session's first spans are searchable within `interval_s`, later ones
-within `min_gap_s`. Passes also keep to a budget: after a pass that took t seconds the next
-waits at least t * (1 - max_share) / max_share, so rebuilding takes at most `max_share` of the
-time however many sessions are busy (measured with 800 busy sessions under sustained OTLP load,
-before the budget: 16% of the daemon's samples, ingest 10% slower than with no rebuilding at
-all); under such load sessions lag further behind, never ingest. A rebuild reads the session's
-spans back (`TraceStore.session_spans`, the newest `max_spans` of them), maps them to a
-`ParsedSession` (`parse_trace_session`), assembles it with the transcript importer's `assemble`
-and writes it with `SessionStore.write_session`, which replaces the session atomically (an
-identical re-write changes nothing). Rebuilding from the store, not from the batch, makes a
-session the same whatever the arrival order, re-sends or batch boundaries.
+**Where sessions are written.** `TraceSessions` follows the trace store's writes of spans
+(`mcpd.sessions.traces`): whichever process writes a batch, or releases tail-sampled spans,
+updates the sessions of that write's traces from the write itself, in the same transaction on
+SQLite and PostgreSQL, so an acknowledged span is in its session once the write commits, a
+kill -9 never separates the two, and no message between processes is needed. Writers of one
+session are serialised by a lock on the session (PostgreSQL; SQLite's one writer already is).
+ClickHouse has no transactions: there the session is written after the spans, in the same
+call (see `mcpd.storage.clickhouse.sessions.traces` for what that guarantees). A failure in
+the session part is logged and leaves the session as it was (the spans are still written); the
+next write of the same trace repairs it (below). The search index follows as its backend says
+(`mcpd.storage.sql.sessions.tantivy_search` on SQLite); `notice_sessions`, what an ingest worker
+tells its parent it stored, only has this process's index catch up sooner.
+
+**Membership.** A trace belongs to the session id of its trace row: the root's, else the
+earliest span's that carries one (`mcpd.signals.projection`), so a trace whose root alone
+carries the session id brings all its spans, whichever batch they came in and in whatever
+order. A trace whose session id changes (a child's, then the root's) moves to the new session.
+
+**Incremental.** Each trace is one turn; per trace the store keeps a state (`TraceTurn`): the
+turn's place and the facts of each span seen (id, parent, kind, root flag, times, status,
+whether a model span has output) and, for the root, what its end events say. A write of spans
+recomputes the turns of its own traces from those facts, the turn's stored events (each span's
+events depend on that span alone) and the new spans; the session row is summed up from its
+turns. A trace that is new to the write (no state, all its spans in it) is mapped and
+assembled before the write's transaction (`prepare`), so the transaction only places and
+writes it. Spans are read back from the trace store for one trace only when its state cannot
+account for them: the trace joins a session with spans already stored (its root, carrying the
+session id, arrives after its children), its stored spans are not those the state knows (spans
+deleted, a failed session update), its root changes, or a model span it silenced must speak
+again. A session stored before trace states were kept is rebuilt whole once, on its next
+write. The result is the same whatever the arrival order, batch boundaries and re-sends.
 
 The mapping:
 
-* **Session**: harness `mcpd`, session_key = the session id, source = the service name of the
-  session's spans (the earliest root span that carries one, else the earliest span, else
-  `mcpd`). A session already stored under another of its service names keeps that source (the
-  session's MCP id derives from source and key, so it must not move). Title: the first user
-  input (assemble's preview, at most 120 characters).
+* **Session**: harness `mcpd`, session_key = the session id, source = chosen when the session is
+  first written: the service name of the earliest root among the write's traces that names one,
+  else of the earliest span, else `mcpd`. It never changes afterwards (the session's MCP id
+  derives from source and key). Title: the first turn's user input (at most 120 characters).
 * **Turns**: one per trace, ordered by the root span's start (a trace whose root has not
-  arrived: its earliest span's start), then trace id. A trace that maps to no event makes no
-  turn.
+  arrived: its earliest span's start), then trace id; ordinals are renumbered only when a trace
+  sorts before existing ones. A trace that maps to no event makes no turn.
 * **Events** of a trace, the root's first, its end last, the rest in time order (the instant
   each one happened, then span start, then span id):
   - the root's input: `user_input` (starts the turn). A message list gives the text of its last
@@ -36,9 +50,9 @@ The mapping:
     descendant with output: `assistant_response` at its end, model = the span's model;
   - each tool span (tool_call, client_tool_call, provider_tool_call, mcp_tool_call):
     `tool_call` at its start (tool_name = entity_name, else the span name; arguments = input,
-    the same text, file paths and self-tool flag as transcript tool calls), and, once it
-    ended, `tool_response` at its end (text = output; a failed tool's error when it has no
-    output);
+    its keys sorted so no store's key order shows; the same text, file paths and self-tool
+    flag as transcript tool calls), and, once it ended, `tool_response` at its end (text =
+    output; a failed tool's error when it has no output);
   - every other failed span (status `error`): a `runtime` event "<name> failed: <error>" (the
     vocabulary has no error type; a failed tool reports through its `tool_response`);
   - the end of the root, once it ended: status `error` or `cancelled` ends the turn
@@ -49,60 +63,83 @@ The mapping:
     the last model response final, and without any a terminal `runtime` "<name> ended".
   A root that is itself a model or tool span is mapped as a root only.
 * **Text**: strings as they are; message lists, `{"messages": [...]}`, a message, OpenAI
-  `choices` and content-block lists give their text contents (joined by newlines); any other
-  JSON value is compact JSON with sorted keys. Payloads were redacted at ingest.
-* **Ids** come from span ids (`<trace>/<span>/<part>`), stable across rebuilds. A turn's id
-  derives from its first event, so it changes once if an earlier event of the trace arrives
-  late (typically the root, sent when the trace ends), and an event moves turns if its span
-  moves traces: ids are stable once a trace is complete.
+  `choices` and content-block lists give their text contents (joined by newlines). A message's
+  `content` and its `parts` (the OpenTelemetry GenAI shape) are both read: text parts as they
+  are, a tool-call part as `name(arguments)` (how a tool_call event reads), a tool-call
+  response part as its response's text; other parts (media, reasoning) add nothing. Tool calls
+  inside a message stay text of that message: the tool's own span makes the tool_call event,
+  so reading them as events too would count every call twice. Any other JSON value is compact
+  JSON with sorted keys. Payloads were redacted at ingest.
+* **Ids** come from span ids (`<trace>/<span>/<part>`); a turn's id from its trace, so ids
+  never change as a trace's spans arrive. An event's `seq` is its turn's ordinal times
+  `SEQ_STRIDE` plus its ordinal: changing a turn leaves the other turns' events alone, and a
+  turn that moves keeps its events' rows (the store sets their seq in place).
 * Each event's payload names its trace and span (`trace_id`, `span_id`), and an error's detail.
 
-Limits: held (tail-sampled) spans reach sessions only after a later batch of the same session
-is stored (`TailSampler` releases them without telling this); noticed sessions not rebuilt
-before a crash wait for their next batch; a session larger than `max_spans` shows its newest
-spans (its oldest turn may then be partial); replicas rebuilding one session concurrently may
-write a slightly older state until its next batch.
-
-Everything but `notice`, `pending`, `start` and `close` blocks: run it in a worker thread.
+Costs and limits: a write reads the turns of each session it touches (one narrow row per
+trace), so very long sessions cost more per write; a trace joining its session with many
+spans stored is read back once, inside the write. A trace whose spans all lose their session
+id by later re-sends keeps its turn; a trace deleted from the trace store (`delete_trace`,
+retention) keeps its turn until a span of it is written again.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import dataclasses
 import logging
-import threading
-from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
-from mcpd.runtime.clock import Clock
 from mcpd.sessions.model import (
     TRACE_HARNESS,
-    AssembledSession,
+    EventRecord,
     EventType,
+    FileTouch,
     ParsedEvent,
-    ParsedSession,
     SessionRecord,
+    TurnRecord,
+)
+from mcpd.sessions.traces import (
+    SEQ_STRIDE,
+    Followed,
+    FollowedWrite,
+    PlacedTurn,
+    SessionChange,
+    TraceTurn,
+    TraceTurnStore,
+    TraceTurnStores,
 )
 from mcpd.signals.batch import SignalBatch
-from mcpd.signals.projection import MODEL_KINDS, TOOL_KINDS
-from mcpd.signals.rows import SpanRow
-from services.ingest.transcripts.assemble import assemble
+from mcpd.signals.projection import MODEL_KINDS, TOOL_KINDS, trace_session_id
+from mcpd.signals.rows import SpanRow, TraceRow
+from services.ingest.transcripts.assemble import (
+    display_label,
+    event_record,
+    tool_call_models,
+    turn_record,
+    turn_touches,
+)
+from services.ingest.transcripts.keys import event_id
+from services.ingest.transcripts.keys import session_id as mcp_session_id
+from services.ingest.transcripts.keys import turn_id as mcp_turn_id
 from services.ingest.transcripts.parsers._common import block_text, tool_call_event
-from services.ingest.transcripts.text import canonical_json
-from services.ingest.transcripts.tool_args import parse_arguments
+from services.ingest.transcripts.paths import WorktreeResolver
+from services.ingest.transcripts.text import canonical_json, preview
+from services.ingest.transcripts.tool_args import parse_arguments, tool_call_text
 
 __all__ = [
     "HARNESS",
-    "MAX_SESSION_SPANS",
+    "SEQ_STRIDE",
     "TraceSessions",
-    "parse_trace_session",
+    "read_span",
     "session_sources",
     "sessions_of",
     "span_text",
+    "trace_of_spans",
+    "trace_of_state",
 ]
 
 log = logging.getLogger("mcpd.ingest.trace_sessions")
@@ -110,68 +147,13 @@ log = logging.getLogger("mcpd.ingest.trace_sessions")
 HARNESS = TRACE_HARNESS
 # The source of a session whose spans name no service.
 DEFAULT_SOURCE = "mcpd"
-# The most spans one rebuild reads (the newest ones).
-MAX_SESSION_SPANS = 5_000
-# Sessions whose source (and last rebuild) this process remembers.
-SOURCE_MEMORY = 100_000
-# The least time between two rebuilds of one session (see the module docstring).
-MIN_REBUILD_GAP_S = 5.0
-# The most of the time rebuild passes may take (see the module docstring).
-MAX_REBUILD_SHARE = 0.1
 _ENDED_STATUSES = frozenset({"error", "cancelled"})
+_TEXT_PARTS = frozenset({"text", None})
+_TOOL_CALL_PARTS = frozenset({"tool_call", "server_tool_call"})
+_TOOL_RESPONSE_PARTS = frozenset({"tool_call_response", "server_tool_call_response"})
 
 
-class CanReadSessionSpans(Protocol):
-    """What a rebuild needs of the trace store."""
-
-    def session_spans(self, project: str, session_id: str, *, limit: int) -> list[SpanRow]:
-        """The newest `limit` spans of one session, oldest first."""
-        ...
-
-
-class CanWriteTraceSessions(Protocol):
-    """What a rebuild needs of the session store."""
-
-    def write_session(self, project: str, assembled: AssembledSession) -> None:
-        """Insert or replace one session atomically."""
-        ...
-
-    def session_of_key(self, project: str, source: str, session_key: str) -> SessionRecord | None:
-        """The session stored for (source, key), if any."""
-        ...
-
-
-# --- the mapping (pure) ------------------------------------------------------------------------
-
-
-def parse_trace_session(session_id: str, spans: Sequence[SpanRow]) -> ParsedSession:
-    """The session that `spans` (all of one project and session id) make; see the module
-    docstring. Events come out in session order, with line numbers counting from 1."""
-    traces: dict[str, dict[str, SpanRow]] = {}
-    for span in spans:
-        # A span read twice (it cannot be, but cheaply) counts once: the later one wins.
-        traces.setdefault(span["trace_id"], {})[span["span_id"]] = span
-    turns = sorted(
-        (_Trace(trace_id, list(by_id.values())) for trace_id, by_id in traces.items()),
-        key=lambda trace: (trace.start, trace.trace_id),
-    )
-    events: list[ParsedEvent] = []
-    for trace in turns:
-        trace_events = trace.events()
-        if trace_events:
-            trace_events[0].starts_turn = True
-            events.extend(trace_events)
-    for line, event in enumerate(events, start=1):
-        event.line = line
-    return ParsedSession(harness=HARNESS, session_key=session_id, events=events)
-
-
-def session_sources(spans: Sequence[SpanRow]) -> list[str]:
-    """The session's possible sources, best first: service names of root spans (earliest
-    first), then of the other spans, then `mcpd`; each once."""
-    ordered = sorted(spans, key=lambda span: (not span.get("is_root"), *_start_order(span)))
-    names = [span.get("service_name") for span in ordered]
-    return list(dict.fromkeys([name for name in names if name] + [DEFAULT_SOURCE]))
+# --- text --------------------------------------------------------------------------------------
 
 
 def span_text(value: Any, *, prompt: bool = False) -> str:
@@ -199,6 +181,39 @@ def span_text(value: Any, *, prompt: bool = False) -> str:
     return canonical_json(value)
 
 
+def parts_text(parts: Any) -> str:
+    """The text of a message's `parts` (OpenTelemetry GenAI): text parts' content, a tool call
+    as `name(arguments)`, a tool call's response as its text; media and reasoning parts add
+    nothing. Joined by newlines."""
+    if isinstance(parts, str):
+        return parts
+    if not isinstance(parts, list):
+        return ""
+    found = (_part_text(part) for part in parts)
+    return "\n".join(text for text in found if text)
+
+
+def _part_text(part: Any) -> str:
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return ""
+    kind = part.get("type")
+    if kind in _TEXT_PARTS:
+        text = part.get("content", part.get("text"))
+        return text if isinstance(text, str) else ""
+    if kind in _TOOL_CALL_PARTS:
+        name = part.get("name")
+        return tool_call_text(name if isinstance(name, str) and name else "tool", _arguments(part))
+    if kind in _TOOL_RESPONSE_PARTS:
+        return span_text(part.get("response", part.get("result")))
+    return ""
+
+
+def _arguments(part: dict[str, Any]) -> Any:
+    return parse_arguments(part.get("arguments"))
+
+
 def _messages(value: Any) -> list[dict[str, Any]] | None:
     """The chat messages `value` holds, or None when it is not message-shaped."""
     if isinstance(value, dict):
@@ -213,6 +228,8 @@ def _messages(value: Any) -> list[dict[str, Any]] | None:
             return [m for m in found if isinstance(m, dict)] or None
         if isinstance(value.get("content"), str | list | dict):
             return [value]  # a message, or an MCP tool result ({"content": [...]})
+        if isinstance(value.get("parts"), str | list):
+            return [value]
         return None
     if isinstance(value, list) and value and all(_is_message(item) for item in value):
         return list(value)
@@ -227,169 +244,213 @@ def _message_text(message: dict[str, Any]) -> str:
     content = message.get("content")
     if isinstance(content, dict):
         content = [content]
-    return block_text(content)
+    texts = (block_text(content), parts_text(message.get("parts")))
+    return "\n".join(text for text in texts if text)
 
 
-@dataclass
-class _Trace:
-    """One trace's spans and the events they make."""
+# --- what one span says ------------------------------------------------------------------------
 
-    trace_id: str
-    spans: list[SpanRow]
-    root: SpanRow | None = field(init=False)
-    start: int = field(init=False)
+Order = tuple[int, int, str, int]
+"""Where an event sorts within its trace: (instant, span start, span id, part rank)."""
 
-    def __post_init__(self) -> None:
-        self.spans.sort(key=_start_order)
-        self.root = next((span for span in self.spans if span.get("is_root")), None)
-        self.start = (self.root or self.spans[0])["start_time"]
+_ROOT = 1
+_EVENT = 2
+_SPEAKS = 4
 
-    def events(self) -> list[ParsedEvent]:
-        middle: list[tuple[tuple[int, int, str, int], ParsedEvent]] = []
-        silenced = self._silenced_models()
-        for span in self.spans:
-            if span is self.root:
-                continue
-            kind = span.get("kind")
-            if kind in MODEL_KINDS:
-                text = span_text(span.get("output"))
-                if text and span["span_id"] not in silenced:
-                    event = self._event(
-                        span, "output", EventType.ASSISTANT_RESPONSE, text, _end(span)
-                    )
-                    event.model = span.get("model")
-                    middle.append((_order(span, _end(span), 0), event))
-            if kind in TOOL_KINDS:
-                middle.extend(self._tool(span))
-            elif span.get("status") == "error":
-                text = f"{span.get('name') or 'span'} failed: {_error_text(span)}"
-                event = self._event(span, "error", EventType.RUNTIME, text, _end(span))
-                middle.append((_order(span, _end(span), 2), event))
-        middle.sort(key=lambda item: item[0])
-        events = [event for _, event in middle]
-        if self.root is None:
-            return events
-        return self._root_events(self.root, events)
 
-    def _root_events(self, root: SpanRow, middle: list[ParsedEvent]) -> list[ParsedEvent]:
-        events: list[ParsedEvent] = []
-        prompt = span_text(root.get("input"), prompt=True)
-        if prompt:
-            events.append(
-                self._event(root, "input", EventType.USER_INPUT, prompt, root["start_time"])
-            )
-        events.extend(middle)
-        ended = root.get("end_time") is not None or bool(root.get("is_event"))
-        answer = span_text(root.get("output"))
-        status = root.get("status")
-        responses = [e for e in events if e.type is EventType.ASSISTANT_RESPONSE]
-        if status in _ENDED_STATUSES:
-            when = _end(root)
-            if answer:
-                events.append(self._final(root, answer, when))
-            text = f"{root.get('name') or 'run'} {'failed' if status == 'error' else 'cancelled'}"
-            if status == "error":
-                text += f": {_error_text(root)}"
-            stop = self._event(root, "end", EventType.RUNTIME, text, when)
-            stop.terminal = True
-            events.append(stop)
-            return events
-        if answer and responses and responses[-1].text == answer and ended:
-            final: ParsedEvent | None = responses[-1]
-        elif answer:
-            final = self._final(root, answer, _end(root))
-            events.append(final)
-        else:
-            final = responses[-1] if responses and ended else None
-        if ended:
-            if final is None:
-                final = self._event(
-                    root, "end", EventType.RUNTIME, f"{root.get('name') or 'run'} ended", _end(root)
-                )
-                events.append(final)
-            final.terminal = final.completes_turn = True
-        return events
+@dataclass(frozen=True, slots=True)
+class SpanFacts:
+    """What the cross-span rules need of one span (kept per trace between writes)."""
 
-    def _final(self, root: SpanRow, text: str, when: int) -> ParsedEvent:
-        event = self._event(root, "output", EventType.ASSISTANT_RESPONSE, text, when)
-        event.model = root.get("model")
-        return event
+    span_id: str
+    parent: str | None
+    kind: str | None
+    start: int
+    end: int | None
+    status: str | None
+    root: bool
+    event: bool
+    # A model span whose output has text.
+    speaks: bool
 
-    def _tool(self, span: SpanRow) -> list[tuple[tuple[int, int, str, int], ParsedEvent]]:
-        name = span.get("entity_name") or span.get("name") or "tool"
-        call = tool_call_event(
-            key=self._key(span, "call"),
-            line=0,
-            name=name,
-            arguments=parse_arguments(span.get("input")),
-            call_id=span["span_id"],
-            timestamp=_time(span["start_time"]),
-            payload=self._provenance(span),
-        )
-        found = [(_order(span, span["start_time"], 1), call)]
-        if span.get("end_time") is None and not span.get("is_event"):
-            return found  # still running: no response yet
-        text = span_text(span.get("output"))
-        failed = span.get("status") == "error"
-        if failed and not text:
-            text = f"error: {_error_text(span)}"
-        response = self._event(span, "result", EventType.TOOL_RESPONSE, text, _end(span))
-        response.tool_name = name
-        response.call_id = span["span_id"]
-        if failed and response.payload is not None:
-            response.payload["status"] = "error"
-        found.append((_order(span, _end(span), 3), response))
-        return found
+    @property
+    def ended(self) -> bool:
+        return self.end is not None or self.event
 
-    def _silenced_models(self) -> set[str]:
-        """The model spans with a model descendant that has output: that descendant speaks
-        for them (a generation's answer is its last step's, a step's its inference's)."""
-        by_id = {span["span_id"]: span for span in self.spans}
-        silenced: set[str] = set()
-        for span in self.spans:
-            if span.get("kind") not in MODEL_KINDS or not span_text(span.get("output")):
-                continue
-            parent, seen = span.get("parent_span_id"), {span["span_id"]}
-            while parent is not None and parent in by_id and parent not in seen:
-                seen.add(parent)
-                if by_id[parent].get("kind") in MODEL_KINDS:
-                    silenced.add(parent)
-                parent = by_id[parent].get("parent_span_id")
-        return silenced
+    @property
+    def finish(self) -> int:
+        return self.end if self.end is not None else self.start
 
-    def _event(
-        self, span: SpanRow, part: str, kind: EventType, text: str, when: int
-    ) -> ParsedEvent:
-        return ParsedEvent(
-            key=self._key(span, part),
-            line=0,
-            type=kind,
-            text=text,
-            timestamp=_time(when),
-            payload=self._provenance(span),
+    def order(self, when: int, rank: int) -> Order:
+        return when, self.start, self.span_id, rank
+
+    def to_json(self) -> list[Any]:
+        flags = (_ROOT if self.root else 0) | (_EVENT if self.event else 0)
+        flags |= _SPEAKS if self.speaks else 0
+        return [self.span_id, self.parent, self.kind, self.start, self.end, self.status, flags]
+
+    @classmethod
+    def from_json(cls, value: Sequence[Any]) -> SpanFacts:
+        span_id, parent, kind, start, end, status, flags = value
+        return cls(
+            span_id=span_id,
+            parent=parent,
+            kind=kind,
+            start=int(start),
+            end=None if end is None else int(end),
+            status=status,
+            root=bool(flags & _ROOT),
+            event=bool(flags & _EVENT),
+            speaks=bool(flags & _SPEAKS),
         )
 
-    def _key(self, span: SpanRow, part: str) -> str:
-        return f"{self.trace_id}/{span['span_id']}/{part}"
 
-    def _provenance(self, span: SpanRow) -> dict[str, Any]:
-        payload: dict[str, Any] = {"trace_id": self.trace_id, "span_id": span["span_id"]}
-        if span.get("error"):
-            payload["error"] = span.get("error")
-        return payload
+@dataclass(frozen=True, slots=True)
+class RootFacts:
+    """What the root's end events need beyond its `SpanFacts` (the chosen root only)."""
+
+    span_id: str
+    name: str | None
+    model: str | None
+    # The error's text (for a failed root's end event) and its document (the root events'
+    # payloads carry it).
+    error: str
+    error_detail: Any
+    answered: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> RootFacts:
+        return cls(**value)
 
 
-def _start_order(span: SpanRow) -> tuple[int, str]:
-    return span["start_time"], span["span_id"]
+@dataclass(slots=True)
+class SpanRead:
+    """One span read for its turn: its facts, the events it makes on its own (as an ordinary
+    span), and what it says as the root."""
+
+    facts: SpanFacts
+    drafts: list[tuple[Order, ParsedEvent]]
+    root: RootFacts
+    prompt: ParsedEvent | None
+    answer: str
 
 
-def _end(span: SpanRow) -> int:
-    end = span.get("end_time")
-    return end if end is not None else span["start_time"]
+def read_span(trace_id: str, span: SpanRow) -> SpanRead:
+    """Everything the mapping takes from one span (pure)."""
+    kind = span.get("kind")
+    output = span_text(span.get("output"))
+    facts = SpanFacts(
+        span_id=span["span_id"],
+        parent=span.get("parent_span_id"),
+        kind=kind,
+        start=span["start_time"],
+        end=span.get("end_time"),
+        status=span.get("status"),
+        root=bool(span.get("is_root")),
+        event=bool(span.get("is_event")),
+        speaks=kind in MODEL_KINDS and bool(output),
+    )
+    drafts = _drafts(trace_id, span, facts, output)
+    prompt_text = span_text(span.get("input"), prompt=True) if facts.root else ""
+    prompt = None
+    if prompt_text:
+        prompt = _event(
+            trace_id, span, "input", EventType.USER_INPUT, prompt_text, span["start_time"]
+        )
+    root = RootFacts(
+        span_id=facts.span_id,
+        name=span.get("name"),
+        model=span.get("model"),
+        error=_error_text(span),
+        error_detail=span.get("error") or None,
+        answered=bool(output) if facts.root else False,
+    )
+    answer = output if facts.root else ""
+    return SpanRead(facts, drafts, root, prompt, answer)
 
 
-def _order(span: SpanRow, when: int, part: int) -> tuple[int, int, str, int]:
-    return when, span["start_time"], span["span_id"], part
+def _drafts(
+    trace_id: str, span: SpanRow, facts: SpanFacts, output: str
+) -> list[tuple[Order, ParsedEvent]]:
+    """The events an ordinary (not the root) span makes on its own, with their order."""
+    found: list[tuple[Order, ParsedEvent]] = []
+    kind = facts.kind
+    if kind in MODEL_KINDS and output:
+        event = _event(trace_id, span, "output", EventType.ASSISTANT_RESPONSE, output, facts.finish)
+        event.model = span.get("model")
+        found.append((facts.order(facts.finish, 0), event))
+    if kind in TOOL_KINDS:
+        found.extend(_tool(trace_id, span, facts, output))
+    elif facts.status == "error":
+        text = f"{span.get('name') or 'span'} failed: {_error_text(span)}"
+        event = _event(trace_id, span, "error", EventType.RUNTIME, text, facts.finish)
+        found.append((facts.order(facts.finish, 2), event))
+    return found
+
+
+def _tool(
+    trace_id: str, span: SpanRow, facts: SpanFacts, output: str
+) -> list[tuple[Order, ParsedEvent]]:
+    name = span.get("entity_name") or span.get("name") or "tool"
+    call = tool_call_event(
+        key=_key(trace_id, facts.span_id, "call"),
+        line=0,
+        name=name,
+        arguments=_in_key_order(parse_arguments(span.get("input"))),
+        call_id=facts.span_id,
+        timestamp=_time(facts.start),
+        payload=_provenance(trace_id, span),
+    )
+    found = [(facts.order(facts.start, 1), call)]
+    if not facts.ended:
+        return found  # still running: no response yet
+    failed = facts.status == "error"
+    text = output or (f"error: {_error_text(span)}" if failed else "")
+    response = _event(trace_id, span, "result", EventType.TOOL_RESPONSE, text, facts.finish)
+    response.tool_name = name
+    response.call_id = facts.span_id
+    if failed and response.payload is not None:
+        response.payload["status"] = "error"
+    found.append((facts.order(facts.finish, 3), response))
+    return found
+
+
+def _in_key_order(value: Any) -> Any:
+    """`value` with every object's keys sorted: stores keep a document's keys in different
+    orders (PostgreSQL's JSONB, ClickHouse's JSON text), and a tool call's text and file paths
+    follow its arguments' order, so they must not depend on where the span was read from."""
+    if isinstance(value, dict):
+        return {key: _in_key_order(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_in_key_order(item) for item in value]
+    return value
+
+
+def _event(
+    trace_id: str, span: SpanRow, part: str, kind: EventType, text: str, when: int
+) -> ParsedEvent:
+    return ParsedEvent(
+        key=_key(trace_id, span["span_id"], part),
+        line=0,
+        type=kind,
+        text=text,
+        timestamp=_time(when),
+        payload=_provenance(trace_id, span),
+    )
+
+
+def _key(trace_id: str, span_id: str, part: str) -> str:
+    return f"{trace_id}/{span_id}/{part}"
+
+
+def _provenance(trace_id: str, span: SpanRow) -> dict[str, Any]:
+    payload: dict[str, Any] = {"trace_id": trace_id, "span_id": span["span_id"]}
+    if span.get("error"):
+        payload["error"] = span.get("error")
+    return payload
 
 
 def _time(nanos: int) -> datetime:
@@ -408,11 +469,442 @@ def _error_text(span: SpanRow) -> str:
     return "error"
 
 
-# --- the rebuilding component ------------------------------------------------------------------
+# --- what one trace says -----------------------------------------------------------------------
+
+
+class NeedSpans(Exception):  # noqa: N818 - a signal, not an error
+    """The trace's state cannot answer a rule: its spans must be read back."""
+
+
+@dataclass(slots=True)
+class TraceTurnInput:
+    """What one trace's events are computed from: every span's facts, the chosen root's facts
+    and what it says, and the ordinary spans' own events."""
+
+    trace_id: str
+    facts: dict[str, SpanFacts]
+    root: RootFacts | None = None
+    prompt: ParsedEvent | None = None
+    answer: str = ""
+    drafts: list[tuple[Order, ParsedEvent]] = field(default_factory=list)
+
+    @property
+    def start(self) -> int:
+        """Where the turn sorts: the root's start, else the earliest span's."""
+        if self.root is not None:
+            return self.facts[self.root.span_id].start
+        return min(facts.start for facts in self.facts.values())
+
+    def facts_json(self) -> dict[str, Any]:
+        """The state's `facts` document: every span's facts (by span id), the root's."""
+        document: dict[str, Any] = {
+            "spans": [self.facts[span_id].to_json() for span_id in sorted(self.facts)]
+        }
+        if self.root is not None:
+            document["root"] = self.root.to_json()
+        return document
+
+    def events(self) -> list[ParsedEvent]:
+        """The trace's events in order (see the module docstring), flags set afresh."""
+        silenced = _silenced_models(self.facts)
+        middle = [
+            (order, event)
+            for order, event in self.drafts
+            if not (event.type is EventType.ASSISTANT_RESPONSE and order[2] in silenced)
+        ]
+        middle.sort(key=lambda item: item[0])
+        events = [event for _, event in middle]
+        if self.prompt is not None:
+            events.insert(0, self.prompt)
+        for event in events:
+            event.starts_turn = event.terminal = event.completes_turn = False
+        if self.root is not None:
+            self._end(self.root, events)
+        return events
+
+    def _end(self, root: RootFacts, events: list[ParsedEvent]) -> None:
+        facts = self.facts[root.span_id]
+        answer = self.answer
+        responses = [e for e in events if e.type is EventType.ASSISTANT_RESPONSE]
+        if facts.status in _ENDED_STATUSES:
+            if answer:
+                events.append(self._final(root, answer))
+            text = f"{root.name or 'run'} {'failed' if facts.status == 'error' else 'cancelled'}"
+            if facts.status == "error":
+                text += f": {root.error}"
+            stop = self._root_event(root, "end", EventType.RUNTIME, text)
+            stop.terminal = True
+            events.append(stop)
+            return
+        if answer and responses and responses[-1].text == answer and facts.ended:
+            final: ParsedEvent | None = responses[-1]
+        elif answer:
+            final = self._final(root, answer)
+            events.append(final)
+        else:
+            final = responses[-1] if responses and facts.ended else None
+        if facts.ended:
+            if final is None:
+                final = self._root_event(
+                    root, "end", EventType.RUNTIME, f"{root.name or 'run'} ended"
+                )
+                events.append(final)
+            final.terminal = final.completes_turn = True
+
+    def _final(self, root: RootFacts, text: str) -> ParsedEvent:
+        event = self._root_event(root, "output", EventType.ASSISTANT_RESPONSE, text)
+        event.model = root.model
+        return event
+
+    def _root_event(self, root: RootFacts, part: str, kind: EventType, text: str) -> ParsedEvent:
+        facts = self.facts[root.span_id]
+        payload: dict[str, Any] = {"trace_id": self.trace_id, "span_id": root.span_id}
+        if root.error_detail is not None:
+            payload["error"] = root.error_detail
+        return ParsedEvent(
+            key=_key(self.trace_id, root.span_id, part),
+            line=0,
+            type=kind,
+            text=text,
+            timestamp=_time(facts.finish),
+            payload=payload,
+        )
+
+
+def _silenced_models(facts: Mapping[str, SpanFacts]) -> set[str]:
+    """The model spans with a model descendant that has output: that descendant speaks for
+    them (a generation's answer is its last step's, a step's its inference's)."""
+    silenced: set[str] = set()
+    for span in facts.values():
+        if not span.speaks:
+            continue
+        parent, seen = span.parent, {span.span_id}
+        while parent is not None and parent in facts and parent not in seen:
+            seen.add(parent)
+            if facts[parent].kind in MODEL_KINDS:
+                silenced.add(parent)
+            parent = facts[parent].parent
+    return silenced
+
+
+def _chosen_root(facts: Mapping[str, SpanFacts]) -> str | None:
+    roots = [span for span in facts.values() if span.root]
+    if not roots:
+        return None
+    return min(roots, key=lambda span: (span.start, span.span_id)).span_id
+
+
+def trace_of_spans(trace_id: str, spans: Iterable[SpanRow]) -> TraceTurnInput:
+    """A trace's turn input from its spans alone (a span listed twice: the last one counts)."""
+    by_id = {span["span_id"]: span for span in spans}
+    return _from_reads(trace_id, {span_id: read_span(trace_id, s) for span_id, s in by_id.items()})
+
+
+def _from_reads(trace_id: str, reads: Mapping[str, SpanRead]) -> TraceTurnInput:
+    facts = {span_id: read.facts for span_id, read in reads.items()}
+    turn = TraceTurnInput(trace_id, facts)
+    root_id = _chosen_root(facts)
+    for span_id, read in reads.items():
+        if span_id == root_id:
+            turn.root, turn.prompt, turn.answer = read.root, read.prompt, read.answer
+        else:
+            turn.drafts.extend(read.drafts)
+    return turn
+
+
+# Which part of its span a stored event is: an ordinary span's, and the root's.
+_PARTS = {
+    EventType.ASSISTANT_RESPONSE: "output",
+    EventType.TOOL_CALL: "call",
+    EventType.TOOL_RESPONSE: "result",
+    EventType.RUNTIME: "error",
+}
+_ROOT_PARTS = {
+    EventType.USER_INPUT: "input",
+    EventType.ASSISTANT_RESPONSE: "output",
+    EventType.RUNTIME: "end",
+}
+# The payload fields a span's events all carry.
+_PROVENANCE: tuple[str, ...] = ("trace_id", "span_id", "error")
+# Each ordinary part's rank in the order, and whether it happens at the span's start.
+_PLACES = {"output": (0, False), "call": (1, True), "error": (2, False), "result": (3, False)}
+
+
+def trace_of_state(
+    trace_id: str,
+    facts: Mapping[str, Any],
+    stored: Sequence[EventRecord],
+    new: Mapping[str, SpanRead],
+) -> TraceTurnInput:
+    """A trace's turn input from its stored state (`facts`, the document `facts_json` made) and
+    events, overlaid with the reads of its new spans; raises NeedSpans when they cannot answer a
+    rule (see "Incremental" in the module docstring)."""
+    known = {
+        span.span_id: span for span in (SpanFacts.from_json(v) for v in facts.get("spans", ()))
+    }
+    old_root = RootFacts.from_json(facts["root"]) if "root" in facts else None
+    turn = TraceTurnInput(trace_id, {**known, **{i: read.facts for i, read in new.items()}})
+    root_id = _chosen_root(turn.facts)
+    old_root_id = old_root.span_id if old_root is not None else None
+    if old_root_id not in (None, root_id) and old_root_id not in new:
+        raise NeedSpans  # the old root became an ordinary span: what it says as one is unknown
+    parts = _stored_parts(stored, old_root_id)
+    if root_id is not None and root_id in new:
+        read = new[root_id]
+        turn.root, turn.prompt, turn.answer = read.root, read.prompt, read.answer
+    elif root_id is not None:
+        if root_id != old_root_id or old_root is None:
+            raise NeedSpans  # a stored span became the root
+        said = parts.get(root_id, {})
+        turn.root = old_root
+        turn.prompt = _draft(said["input"], trace_id, "input") if "input" in said else None
+        turn.answer = _stored_answer(old_root, said, stored)
+    silenced = _silenced_models(turn.facts)
+    for span_id, span in turn.facts.items():
+        if span_id == root_id:
+            continue
+        if span_id in new:
+            turn.drafts.extend(new[span_id].drafts)
+            continue
+        said = parts.get(span_id, {})
+        if span.speaks and span_id not in silenced and "output" not in said:
+            raise NeedSpans  # a model span silenced before speaks again
+        for part, record in said.items():
+            rank, at_start = _PLACES[part]
+            order = span.order(span.start if at_start else span.finish, rank)
+            turn.drafts.append((order, _draft(record, trace_id, part)))
+    return turn
+
+
+def _stored_parts(
+    stored: Sequence[EventRecord], root_id: str | None
+) -> dict[str, dict[str, EventRecord]]:
+    """The stored events by span id and part."""
+    found: dict[str, dict[str, EventRecord]] = defaultdict(dict)
+    for event in stored:
+        span_id = str((event.payload or {}).get("span_id", ""))
+        part = (_ROOT_PARTS if span_id == root_id else _PARTS).get(event.type)
+        if part is not None:
+            found[span_id][part] = event
+    return found
+
+
+def _stored_answer(
+    root: RootFacts, said: Mapping[str, EventRecord], stored: Sequence[EventRecord]
+) -> str:
+    """The stored root's output text: its own event's, or, when its output was the last model
+    response's (which then became final instead), that response's."""
+    if not root.answered:
+        return ""
+    if "output" in said:
+        return said["output"].text
+    merged = next(
+        (e for e in stored if e.terminal and e.type is EventType.ASSISTANT_RESPONSE), None
+    )
+    if merged is None:
+        raise NeedSpans
+    return merged.text
+
+
+def _draft(record: EventRecord, trace_id: str, part: str) -> ParsedEvent:
+    """A stored event as the parsed event its span made (flags are set again by the rules)."""
+    payload = dict(record.payload or {})
+    key = _key(trace_id, str(payload.get("span_id", "")), part)
+    if record.type is EventType.TOOL_CALL:
+        provenance = {name: payload[name] for name in _PROVENANCE if name in payload}
+        return tool_call_event(
+            key=key,
+            line=0,
+            name=record.tool_name or "tool",
+            arguments=_in_key_order(payload.get("arguments")),
+            call_id=record.call_id,
+            timestamp=record.timestamp,
+            payload=provenance,
+        )
+    return ParsedEvent(
+        key=key,
+        line=0,
+        type=record.type,
+        text=record.text,
+        timestamp=record.timestamp,
+        tool_name=record.tool_name,
+        call_id=record.call_id,
+        model=record.model,
+        payload=payload or None,
+    )
+
+
+def session_sources(spans: Sequence[SpanRow]) -> list[str]:
+    """The session's possible sources, best first: service names of root spans (earliest
+    first), then of the other spans, then `mcpd`; each once."""
+    ordered = sorted(spans, key=lambda span: (not span.get("is_root"), *_start_order(span)))
+    names = [span.get("service_name") for span in ordered]
+    return list(dict.fromkeys([name for name in names if name] + [DEFAULT_SOURCE]))
+
+
+def _start_order(span: SpanRow) -> tuple[int, str]:
+    return span["start_time"], span["span_id"]
+
+
+# --- a turn's rows -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SessionName:
+    """Who a trace session is: its project, key and source (its MCP id derives from them)."""
+
+    project: str
+    key: str
+    source: str
+
+    @property
+    def id(self) -> str:
+        return mcp_session_id(self.source, self.key)
+
+    @property
+    def path(self) -> str:
+        return f"mcpd-session:{self.key}"
+
+    def turn_id(self, trace_id: str) -> str:
+        return mcp_turn_id(self.id, f"trace:{trace_id}")
+
+
+@dataclass(frozen=True, slots=True)
+class AssembledTurn:
+    """One trace's turn as rows, placed at `turn.ordinal`."""
+
+    turn: TurnRecord
+    events: list[EventRecord]
+    touches: list[FileTouch]
+    # The preview of its user input; None without one.
+    prompt: str | None
+
+    def placed(self, ordinal: int) -> AssembledTurn:
+        """The same turn at `ordinal` (its events' seq follow)."""
+        if ordinal == self.turn.ordinal:
+            return self
+        base = ordinal * SEQ_STRIDE
+        return AssembledTurn(
+            turn=dataclasses.replace(self.turn, ordinal=ordinal),
+            events=[dataclasses.replace(e, seq=base + e.ordinal) for e in self.events],
+            touches=self.touches,
+            prompt=self.prompt,
+        )
+
+
+def assemble_turn(
+    name: SessionName, trace_id: str, events: list[ParsedEvent], ordinal: int
+) -> AssembledTurn:
+    """The rows of one trace's events (at least one) as turn `ordinal` of its session, made as
+    the transcript importer makes a turn's."""
+    sid, tid = name.id, name.turn_id(trace_id)
+    base = ordinal * SEQ_STRIDE
+    call_models = tool_call_models(events)
+    resolver = WorktreeResolver()
+    records: list[EventRecord] = []
+    touches: list[FileTouch] = []
+    events[0].starts_turn = True
+    for position, event in enumerate(events, start=1):
+        assert event.timestamp is not None  # every trace event has its span's time
+        event.line = position
+        record = event_record(
+            event,
+            event_id(sid, event.key),
+            session_id=sid,
+            turn_id=tid,
+            ordinal=position,
+            seq=base + position,
+            timestamp=event.timestamp,
+            call_models=call_models,
+        )
+        records.append(record)
+        touches.extend(turn_touches(event, record, None, resolver))
+    prompt = next((e.text for e in events if e.type is EventType.USER_INPUT), None)
+    return AssembledTurn(
+        turn=turn_record(tid, sid, ordinal, events, records),
+        events=records,
+        touches=touches,
+        prompt=None if prompt is None else preview(prompt),
+    )
+
+
+def session_record(
+    name: SessionName, turns: Sequence[tuple[str | None, TurnRecord]]
+) -> SessionRecord:
+    """The session row of these turns (each with its prompt preview), in ordinal order."""
+    title = next((prompt for prompt, _ in turns if prompt is not None), None) or None
+    started = min(turn.started_at for _, turn in turns)
+    updated = max(turn.updated_at for _, turn in turns)
+    tools = any(EventType.TOOL_CALL.value in turn.event_types for _, turn in turns)
+    return SessionRecord(
+        id=name.id,
+        project=name.project,
+        source=name.source,
+        harness=HARNESS,
+        session_key=name.key,
+        path=name.path,
+        title=title,
+        display_label=display_label(
+            title=title,
+            prompt_preview=title,
+            summary=None,
+            slug=None,
+            harness=HARNESS,
+            updated_at=updated,
+            turn_count=len(turns),
+        ),
+        started_at=started,
+        updated_at=updated,
+        completed=turns[-1][1].completed,
+        turn_count=len(turns),
+        event_count=sum(turn.event_count for _, turn in turns),
+        mode="tool_calling" if tools else "chat",
+    )
+
+
+# --- following the trace store's writes --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedTrace:
+    """A trace of a write read before its transaction as though nothing of it were stored: its
+    span rows, its turn input and events, and their rows in the session its spans name, under
+    the source a new session would take (None without events). Taken inside the transaction
+    when the trace has no state and these rows are all its spans, the name permitting."""
+
+    spans: dict[str, SpanRow]
+    turn: TraceTurnInput
+    events: list[ParsedEvent]
+    name: SessionName
+    assembled: AssembledTurn | None
+
+    def covers(self, spans: Mapping[str, SpanRow], count: int) -> bool:
+        """Whether these rows are the trace's `count` spans and the very ones read."""
+        return len(spans) == count == len(self.spans) and all(
+            self.spans.get(span_id) is span for span_id, span in spans.items()
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What a write's spans gave before its transaction: each span's read, by (project, trace,
+    span), with the row it was read from (a row the write replaced is read again), and the
+    write's traces with a session id, by (project, trace)."""
+
+    reads: dict[tuple[str, str, str], tuple[SpanRow, SpanRead]]
+    traces: dict[tuple[str, str], PreparedTrace]
+
+
+@dataclass(slots=True)
+class _Traces:
+    """One project's part of a write: its span rows by trace and span, its projections."""
+
+    rows: dict[str, dict[str, SpanRow]] = field(default_factory=lambda: defaultdict(dict))
+    traces: dict[str, TraceRow] = field(default_factory=dict)
 
 
 def sessions_of(batch: SignalBatch) -> set[tuple[str, str]]:
-    """The (project, session id)s the spans of a stored batch belong to."""
+    """The (project, session id)s the spans of a stored batch carry."""
     return {
         (span.get("project") or "", session_id)
         for span in batch.spans
@@ -421,159 +913,444 @@ def sessions_of(batch: SignalBatch) -> set[tuple[str, str]]:
 
 
 class TraceSessions:
-    """Keeps the sessions of ingested traces in the session read model (module docstring)."""
+    """Keeps the sessions of ingested traces in the session read model: the follower of a trace
+    store's writes of spans (see the module docstring)."""
+
+    def __init__(self, trace_store: object, session_store: object) -> None:
+        """Follow `trace_store`'s writes (every backend's trace store can be followed) and keep
+        the sessions in `session_store` (every backend's session store keeps trace sessions):
+        typed as they are handed over by the composition root, checked here."""
+        if not isinstance(trace_store, Followed):
+            raise TypeError(f"{type(trace_store).__name__} cannot be followed")
+        if not isinstance(session_store, TraceTurnStores):
+            raise TypeError(f"{type(session_store).__name__} keeps no trace sessions")
+        self._sessions = session_store
+        trace_store.follow_writes(self)
+
+    def prepare(self, spans: Sequence[SpanRow]) -> Prepared:
+        """The mapping's work on the traces the write gives a session id, before its
+        transaction: their spans read, their turns made as though they were new (spans of
+        other traces are read in the transaction, if their trace belongs to a session)."""
+        traces: dict[tuple[str, str], dict[str, SpanRow]] = defaultdict(dict)
+        for span in spans:
+            traces[(span.get("project") or "", span["trace_id"])][span["span_id"]] = span
+        reads: dict[tuple[str, str, str], tuple[SpanRow, SpanRead]] = {}
+        joining: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+        for trace, rows in traces.items():
+            key = trace_session_id(rows.values())
+            if key is None:
+                continue
+            joining[(trace[0], key)].append(trace)
+            for span_id, row in rows.items():
+                reads[(*trace, span_id)] = (row, read_span(trace[1], row))
+        prepared: dict[tuple[str, str], PreparedTrace] = {}
+        for (project, key), members in joining.items():
+            source = session_sources([s for t in members for s in traces[t].values()])[0]
+            name = SessionName(project, key, source)
+            for trace in members:
+                rows = traces[trace]
+                turn = _from_reads(trace[1], {i: reads[(*trace, i)][1] for i in rows})
+                events = turn.events()
+                assembled = assemble_turn(name, trace[1], events, 0) if events else None
+                prepared[trace] = PreparedTrace(rows, turn, events, name, assembled)
+        return Prepared(reads, prepared)
+
+    def follow(self, write: FollowedWrite[Prepared]) -> Callable[[], None]:
+        """Update the sessions of the write's traces inside its transaction; a failure is logged
+        and leaves them as they were (the write itself goes on)."""
+        store = self._sessions.trace_turns(write.transaction)
+        try:
+            with store.savepoint():
+                for project, traces in _by_project(write).items():
+                    _ProjectWrite(store, project, traces, write.prepared).run()
+        except Exception:
+            log.exception("trace sessions not updated; the next write of their traces repairs them")
+            return _nothing
+        return store.after_commit
+
+    def notice_sessions(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Another process stored spans of these (project, session id)s, and their sessions in
+        the same transaction: have this process's search index catch up, if it writes it."""
+        if any(True for _ in keys):
+            self._sessions.nudge_search_index()
+
+
+def _nothing() -> None:
+    """Nothing to do after the commit."""
+
+
+def _by_project(write: FollowedWrite[Prepared]) -> dict[str, _Traces]:
+    found: dict[str, _Traces] = defaultdict(_Traces)
+    for span in write.spans:
+        found[span.get("project") or ""].rows[span["trace_id"]][span["span_id"]] = span
+    for trace in write.traces:
+        found[trace["project"]].traces[trace["trace_id"]] = trace
+    return found
+
+
+class _ProjectWrite:
+    """One project's sessions brought in step with one write."""
+
+    def __init__(
+        self, store: TraceTurnStore, project: str, traces: _Traces, prepared: Prepared
+    ) -> None:
+        self._store = store
+        self._project = project
+        self._traces = traces
+        self._prepared = prepared
+        # The traces whose turn input was made before the transaction (`prepare`).
+        self.ready: dict[str, PreparedTrace] = {}
+
+    def run(self) -> None:
+        members = {
+            trace_id: str(row["session_id"])
+            for trace_id, row in self._traces.traces.items()
+            if row.get("session_id")
+        }
+        if not members:
+            return
+        store, project = self._store, self._project
+        states = store.trace_turns(project, sorted(members))
+        keys = sorted(set(members.values()) | {state.session_key for state in states.values()})
+        store.lock_sessions(project, keys)
+        names, whole = self._names(keys, members)
+        for key in sorted(whole):
+            for trace_id in self._session_traces(key):
+                members.setdefault(trace_id, key)
+        stored = _by_turn(
+            store.turn_events(project, [s.turn_id for t, s in states.items() if t in members])
+        )
+        inputs = self._inputs(members, states, stored, whole)
+        placed = store.placed_turns(project, [names[key].id for key in keys if key not in whole])
+        changes = [
+            _SessionWrite(
+                store,
+                names[key],
+                placed.get(names[key].id, []),
+                {t: inputs[t] for t, k in members.items() if k == key and t in inputs},
+                [t for t, s in states.items() if s.session_key == key and members[t] != key],
+                {t: (states[t], stored.get(states[t].turn_id, [])) for t in states},
+                self.ready,
+                whole=key in whole,
+            ).change()
+            for key in keys
+        ]
+        store.apply(project, [change for change in changes if change is not None])
+
+    def _names(
+        self, keys: Sequence[str], members: Mapping[str, str]
+    ) -> tuple[dict[str, SessionName], set[str]]:
+        """Each session's name, and the keys of sessions stored before trace states were kept
+        (rebuilt whole). A session new to the states takes the best source of the write's
+        traces that join it, unless it is stored already under one of them."""
+        store, project = self._store, self._project
+        known = store.sessions_by_key(project, keys)
+        names = {key: SessionName(project, key, source) for key, source in known.items()}
+        joining: dict[str, list[str]] = defaultdict(list)
+        for trace_id, key in members.items():
+            if key not in names:
+                joining[key].append(trace_id)
+        candidates = {key: self._sources(traces) for key, traces in joining.items()}
+        ids = [
+            mcp_session_id(source, key) for key, sources in candidates.items() for source in sources
+        ]
+        stored = store.stored_sessions(project, ids) if ids else set()
+        whole: set[str] = set()
+        for key, sources in candidates.items():
+            # Stored under one of its sources before trace states were kept: it keeps that one.
+            legacy = [source for source in sources if mcp_session_id(source, key) in stored]
+            names[key] = SessionName(project, key, (legacy or sources)[0])
+            if legacy:
+                whole.add(key)
+        return names, whole
+
+    def _sources(self, traces: Sequence[str]) -> list[str]:
+        """The possible sources of a session the traces join, best first."""
+        rows = [span for t in traces for span in self._traces.rows.get(t, {}).values()]
+        return session_sources(rows or [_head(self._traces.traces[t]) for t in traces])
+
+    def _session_traces(self, key: str) -> list[str]:
+        """The stored traces a span of which carries the key of a session rebuilt whole (read
+        back, each keeps to the session its own spans give it)."""
+        return [
+            t
+            for t in self._store.session_traces(self._project, key)
+            if t not in self._traces.traces
+        ]
+
+    def _inputs(
+        self,
+        members: Mapping[str, str],
+        states: Mapping[str, TraceTurn],
+        stored: Mapping[str, list[EventRecord]],
+        whole: set[str],
+    ) -> dict[str, TraceTurnInput]:
+        """Every member trace's turn input: from its state and this write's spans, or, where
+        they cannot make it, from its spans read back."""
+        inputs: dict[str, TraceTurnInput] = {}
+        again: list[str] = []
+        for trace_id, key in members.items():
+            state = states.get(trace_id)
+            projection = self._traces.traces.get(trace_id)
+            if key in whole or projection is None:
+                again.append(trace_id)
+                continue
+            rows = self._traces.rows.get(trace_id, {})
+            ready = self._prepared.traces.get((self._project, trace_id))
+            if state is None and ready is not None and ready.covers(rows, projection["span_count"]):
+                inputs[trace_id] = ready.turn
+                self.ready[trace_id] = ready
+                continue
+            new = {span_id: self._read(trace_id, span) for span_id, span in rows.items()}
+            try:
+                turn = trace_of_state(
+                    trace_id,
+                    state.facts if state is not None else {},
+                    stored.get(state.turn_id, []) if state is not None else [],
+                    new,
+                )
+            except NeedSpans:
+                again.append(trace_id)
+                continue
+            if len(turn.facts) != projection.get("span_count"):
+                again.append(trace_id)  # stored spans the state does not account for
+                continue
+            inputs[trace_id] = turn
+        if again:
+            spans: dict[str, list[SpanRow]] = defaultdict(list)
+            for span in self._store.trace_spans(self._project, sorted(again)):
+                spans[span["trace_id"]].append(span)
+            for trace_id in again:
+                found = spans[trace_id]
+                if found and trace_session_id(found) == members[trace_id]:
+                    inputs[trace_id] = trace_of_spans(trace_id, found)
+        return inputs
+
+    def _read(self, trace_id: str, span: SpanRow) -> SpanRead:
+        prepared = self._prepared.reads.get((self._project, trace_id, span["span_id"]))
+        if prepared is not None and prepared[0] is span:
+            return prepared[1]
+        return read_span(trace_id, span)
+
+
+def _head(trace: TraceRow) -> SpanRow:
+    """What a trace row says of its head span, for choosing a source."""
+    head: SpanRow = {
+        "span_id": trace.get("root_span_id") or "",
+        "is_root": trace.get("root_span_id") is not None,
+        "start_time": trace["start_time"],
+        "service_name": trace.get("service_name"),
+    }
+    return head
+
+
+def _by_turn(events: Iterable[EventRecord]) -> dict[str, list[EventRecord]]:
+    found: dict[str, list[EventRecord]] = defaultdict(list)
+    for event in events:
+        found[event.turn_id].append(event)
+    for listed in found.values():
+        listed.sort(key=lambda event: event.ordinal)
+    return found
+
+
+@dataclass(slots=True)
+class _Entry:
+    """A turn of the session as this write leaves it: a stored one, or one recomputed now."""
+
+    start: int
+    trace_id: str
+    placed: PlacedTurn | None = None
+    # A recomputed turn's events, then (once placed) its rows.
+    events: list[ParsedEvent] | None = None
+    assembled: AssembledTurn | None = None
+    ordinal: int = 0
+
+    @property
+    def touches(self) -> int:
+        if self.assembled is not None:
+            return len(self.assembled.touches)
+        assert self.placed is not None
+        return self.placed.touches
+
+    @property
+    def prompt(self) -> str | None:
+        if self.assembled is not None:
+            return self.assembled.prompt
+        assert self.placed is not None
+        return self.placed.prompt
+
+    @property
+    def turn(self) -> TurnRecord:
+        if self.assembled is not None:
+            return self.assembled.turn
+        assert self.placed is not None
+        return dataclasses.replace(self.placed.turn, ordinal=self.ordinal)
+
+
+class _SessionWrite:
+    """One session's change in one write: its touched traces' turns recomputed and placed."""
 
     def __init__(
         self,
-        trace_store: CanReadSessionSpans,
-        session_store: CanWriteTraceSessions,
-        clock: Clock,
+        store: TraceTurnStore,
+        name: SessionName,
+        placed: list[PlacedTurn],
+        touched: Mapping[str, TraceTurnInput],
+        leaving: Sequence[str],
+        stored: Mapping[str, tuple[TraceTurn, list[EventRecord]]],
+        ready: Mapping[str, PreparedTrace],
         *,
-        interval_s: float = 1.0,
-        min_gap_s: float = MIN_REBUILD_GAP_S,
-        max_spans: int = MAX_SESSION_SPANS,
-        max_share: float = MAX_REBUILD_SHARE,
+        whole: bool,
     ) -> None:
-        if not 0.0 < max_share <= 1.0:
-            raise ValueError(f"max_share must be in (0, 1], not {max_share}")
-        self._traces = trace_store
-        self._sessions = session_store
-        self._clock = clock
-        self._interval_s = interval_s
-        self._min_gap_s = min_gap_s
-        self._max_spans = max_spans
-        self._max_share = max_share
-        self._last_pass_s = 0.0
-        self._pending: dict[tuple[str, str], None] = {}
-        # When each recently rebuilt session was rebuilt (monotonic seconds), oldest first.
-        self._built: OrderedDict[tuple[str, str], float] = OrderedDict()
-        self._pending_lock = threading.Lock()
-        # One rebuild pass at a time: two passes writing one session could reorder its states.
-        self._rebuild_lock = threading.Lock()
-        self._sources: OrderedDict[tuple[str, str], str] = OrderedDict()
-        self._task: asyncio.Task[None] | None = None
+        self._ready = ready
+        self._store = store
+        self._name = name
+        self._placed = placed
+        self._old = {turn.trace_id: turn for turn in placed}
+        self._touched = touched
+        self._leaving = leaving
+        self._stored = stored
+        self._whole = whole
 
-    def notice(self, batch: SignalBatch) -> None:
-        """Remember the sessions `batch`'s spans belong to (cheap; never raises on a row)."""
-        self.notice_sessions(sessions_of(batch))
+    def change(self) -> SessionChange | None:
+        """What this write changes of the session; None when nothing."""
+        entries = self._entries()
+        change = SessionChange(session_id=self._name.id, session=None, whole=self._whole)
+        changed = self._whole
+        moved: list[_Entry] = []
+        for ordinal, entry in enumerate(entries, start=1):
+            entry.ordinal = ordinal
+            if entry.events is None:
+                assert entry.placed is not None
+                if entry.placed.turn.ordinal != ordinal:
+                    moved.append(entry)
+                continue
+            if entry.assembled is not None:
+                assembled = entry.assembled.placed(ordinal)
+            else:
+                assembled = assemble_turn(self._name, entry.trace_id, entry.events, ordinal)
+            entry.assembled = assembled
+            old = self._old.get(entry.trace_id)
+            if old is not None and old.turn.ordinal != ordinal:
+                change.moved_turns.append(old.turn.id)
+            change.turns.append(assembled.turn)
+            change.events.extend(assembled.events)
+            change.event_turns.append(assembled.turn.id)
+            changed = changed or self._differs(entry.trace_id, assembled)
+        if moved:
+            self._renumber(change, moved)
+            changed = True
+        kept = {entry.trace_id for entry in entries}
+        gone = [
+            self._old[t].turn.id
+            for t in [*self._leaving, *self._touched]
+            if t in self._old and t not in kept
+        ]
+        change.removed_turns.extend(gone)
+        change.event_turns.extend(gone)
+        changed = changed or bool(gone)
+        assembled_of = {e.trace_id: e.assembled for e in entries if e.assembled is not None}
+        for trace_id, turn in self._touched.items():
+            state = self._state(trace_id, turn, assembled_of.get(trace_id))
+            if trace_id not in self._stored or self._stored[trace_id][0] != state:
+                change.states.append(state)
+                changed = True
+        if not changed:
+            return None
+        self._touches(change, entries, set(gone))
+        if entries:
+            change.session = session_record(
+                self._name, [(entry.prompt, entry.turn) for entry in entries]
+            )
+        return change
 
-    def notice_sessions(self, keys: Iterable[tuple[str, str]]) -> None:
-        """Remember (project, session id)s that stored spans belong to: what `notice` finds in a
-        batch, or what another process that stored it says (an ingest worker)."""
-        keys = sorted(set(keys))
-        if keys:
-            with self._pending_lock:
-                for key in keys:
-                    self._pending[key] = None
+    def _entries(self) -> list[_Entry]:
+        """The session's turns in order: the stored ones this write leaves alone, and those of
+        its touched traces that make events."""
+        entries = [
+            _Entry(turn.start, turn.trace_id, placed=turn)
+            for turn in self._placed
+            if turn.trace_id not in self._touched and turn.trace_id not in self._leaving
+        ]
+        for trace_id, turn in self._touched.items():
+            ready = self._ready.get(trace_id)
+            events = ready.events if ready is not None else turn.events()
+            if events:
+                entry = _Entry(turn.start, trace_id, events=events)
+                if ready is not None and ready.name == self._name:
+                    entry.assembled = ready.assembled
+                entries.append(entry)
+        entries.sort(key=lambda entry: (entry.start, entry.trace_id))
+        return entries
 
-    def pending(self) -> int:
-        """How many noticed sessions wait for a rebuild."""
-        with self._pending_lock:
-            return len(self._pending)
+    def _differs(self, trace_id: str, assembled: AssembledTurn) -> bool:
+        old = self._old.get(trace_id)
+        if old is None or old.turn != assembled.turn:
+            return True
+        _, events = self._stored.get(trace_id, (None, []))
+        return events != assembled.events
 
-    def flush(self, *, everything: bool = False) -> int:
-        """Rebuild every noticed session that is due (not rebuilt in the last `min_gap_s`; with
-        `everything`, all of them); return how many were written. A session whose rebuild
-        fails is noticed again (retried on the next pass) and logged."""
-        now = self._clock.monotonic()
-        with self._pending_lock:
-            keys = [key for key in self._pending if everything or self._due(key, now)]
-            for key in keys:
-                del self._pending[key]
-        written = 0
-        with self._rebuild_lock:
-            for project, session_id in keys:
-                try:
-                    if self.rebuild(project, session_id):
-                        written += 1
-                    self._rebuilt((project, session_id), now)
-                except Exception:
-                    log.exception(
-                        "trace session rebuild failed; retried on the next pass",
-                        extra={"project": project, "session_id": session_id},
-                    )
-                    with self._pending_lock:
-                        self._pending.setdefault((project, session_id), None)
-        self._last_pass_s = self._clock.monotonic() - now
-        return written
+    def _renumber(self, change: SessionChange, moved: Sequence[_Entry]) -> None:
+        """Move stored turns to their new ordinals (a trace sorted before them): their rows
+        change, their events' seq the store sets in place."""
+        for entry in moved:
+            change.turns.append(entry.turn)
+            change.moved_turns.append(entry.turn.id)
 
-    def next_wait(self) -> float:
-        """Seconds the background task waits before its next pass: `interval_s`, or longer
-        after a long pass, so passes take at most `max_share` of the time."""
-        share = self._max_share
-        return max(self._interval_s, self._last_pass_s * (1.0 - share) / share)
+    def _touches(self, change: SessionChange, entries: Sequence[_Entry], gone: set[str]) -> None:
+        """Touches hold one position each, in session order: from the first turn whose touches
+        changed or moved on, they are written again (with those of the turns after it)."""
+        old_start: dict[str, int] = {}
+        total = 0
+        for turn in self._placed:
+            old_start[turn.trace_id] = total
+            total += turn.touches
+        cuts = [old_start[t.trace_id] for t in self._placed if t.turn.id in gone and t.touches]
+        position, first = 0, len(entries)
+        for index, entry in enumerate(entries):
+            if entry.assembled is not None or old_start.get(entry.trace_id) != position:
+                first = index
+                cuts.append(position)
+                break
+            position += entry.touches
+        rest = entries[first:]
+        if not cuts or (min(cuts) >= total and not any(entry.touches for entry in rest)):
+            return
+        stored = self._stored_touches(rest, old_start)
+        change.touches_from = min(cuts)
+        for entry in rest:
+            if entry.assembled is not None:
+                change.touches.extend(entry.assembled.touches)
+            else:
+                turn_id = entry.turn.id
+                change.touches.extend(stored.get(turn_id, []))
 
-    def rebuild(self, project: str, session_id: str) -> bool:
-        """Rebuild one session from its stored spans and write it; False when it has no spans
-        or none of them makes an event (nothing is written then)."""
-        spans = self._traces.session_spans(project, session_id, limit=self._max_spans)
-        if not spans:
-            return False
-        parsed = parse_trace_session(session_id, spans)
-        if not parsed.events:
-            return False
-        source = self._source(project, session_id, spans)
-        assembled = assemble(
-            parsed,
-            source=source,
-            project=project,
-            path=f"mcpd-session:{session_id}",
-            fallback_time=self._clock.now(),
+    def _stored_touches(
+        self, entries: Sequence[_Entry], old_start: Mapping[str, int]
+    ) -> dict[str | None, list[FileTouch]]:
+        """The stored touches of the stored turns among `entries`, by turn id."""
+        starts = [
+            old_start[entry.trace_id]
+            for entry in entries
+            if entry.assembled is None and entry.touches
+        ]
+        found: dict[str | None, list[FileTouch]] = defaultdict(list)
+        if starts:
+            for touch in self._store.touches_from(self._name.project, self._name.id, min(starts)):
+                found[touch.turn_id].append(touch)
+        return found
+
+    def _state(
+        self, trace_id: str, turn: TraceTurnInput, assembled: AssembledTurn | None
+    ) -> TraceTurn:
+        return TraceTurn(
+            trace_id=trace_id,
+            session_id=self._name.id,
+            session_key=self._name.key,
+            source=self._name.source,
+            turn_id=self._name.turn_id(trace_id),
+            start=turn.start,
+            prompt=assembled.prompt if assembled is not None else None,
+            touches=len(assembled.touches) if assembled is not None else 0,
+            facts=turn.facts_json(),
         )
-        self._sessions.write_session(project, assembled)
-        self._remember(project, session_id, source)
-        return True
-
-    def start(self) -> None:
-        """Rebuild noticed sessions every `interval_s` on the running loop until `close`."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run(), name="trace-sessions")
-
-    async def close(self) -> None:
-        """Stop the task, then rebuild what is still noticed (best effort). Idempotent."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-            try:
-                await asyncio.to_thread(self.flush, everything=True)
-            except Exception:
-                log.exception("trace sessions: last rebuild on shutdown failed")
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.next_wait())
-            if self.pending():
-                try:
-                    await asyncio.to_thread(self.flush)
-                except Exception:
-                    log.exception("trace session rebuild pass failed")
-
-    def _due(self, key: tuple[str, str], now: float) -> bool:
-        built = self._built.get(key)
-        return built is None or now - built >= self._min_gap_s
-
-    def _rebuilt(self, key: tuple[str, str], when: float) -> None:
-        with self._pending_lock:
-            self._built[key] = when
-            self._built.move_to_end(key)
-            while len(self._built) > SOURCE_MEMORY:
-                self._built.popitem(last=False)
-
-    def _source(self, project: str, session_id: str, spans: Sequence[SpanRow]) -> str:
-        """The best source, unless the session is already stored under another one."""
-        known = self._sources.get((project, session_id))
-        if known is not None:
-            return known
-        candidates = session_sources(spans)
-        for source in candidates:
-            if self._sessions.session_of_key(project, source, session_id) is not None:
-                return source
-        return candidates[0]
-
-    def _remember(self, project: str, session_id: str, source: str) -> None:
-        self._sources[(project, session_id)] = source
-        self._sources.move_to_end((project, session_id))
-        while len(self._sources) > SOURCE_MEMORY:
-            self._sources.popitem(last=False)

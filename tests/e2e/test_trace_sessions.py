@@ -1,20 +1,31 @@
 """Ingested traces that carry a session id become a searchable session (harness `mcpd`, source
-= the service name) in a real daemon: native REST ingest in, the session tools' REST mirror
-out, on every storage backend."""
+= the service name) in a real daemon, on every storage backend: native REST ingest in and the
+session tools' REST mirror out; and the OpenTelemetry SDK's own OTLP exporter in (GenAI messages
+in the current `parts` shape, the session id on the root span alone, the children exported
+first) and the MCP tools, through the official MCP client, out."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from mcp.client import ClientSession
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from mcpd.testing.daemon import DaemonProcess
 from mcpd.testing.eventually import eventually_async
 from tests.e2e.conftest import BACKENDS, PROCESSES, storage_env
 from tests.e2e.ingest_payloads import new_span_id, new_trace_id
+from tests.e2e.mcp_client import envelope_of, http_session
 
 pytestmark = pytest.mark.e2e
 
@@ -171,3 +182,100 @@ async def _search_with(
     assert envelope.get("error") is None, envelope
     hits: list[dict[str, Any]] = envelope["data"]["results"]
     return hits
+
+
+# --- the OpenTelemetry SDK in, the MCP tools out -------------------------------------------------
+
+OTEL_SERVICE = "otel-support-agent"
+OTEL_PROMPT = "Has my marzipan order left the warehouse?"
+OTEL_ANSWER = "Yes: the marzipan order shipped this morning."
+
+
+def _parts(role: str, *parts: dict[str, Any]) -> str:
+    return json.dumps([{"role": role, "parts": list(parts)}])
+
+
+def _text(content: str) -> dict[str, Any]:
+    return {"type": "text", "content": content}
+
+
+def export_agent_trace(endpoint: str) -> None:
+    """One agent run through the SDK's OTLP/HTTP exporter, each span exported as it ends (the
+    model call and the tool before the root). Only the root carries the conversation id."""
+    provider = TracerProvider(resource=Resource.create({"service.name": OTEL_SERVICE}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    tracer = provider.get_tracer("support-agent")
+    call = {"type": "tool_call", "id": "call_1", "name": "lookup_order", "arguments": {"id": "M7"}}
+    root_attributes = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.conversation.id": "otel-conversation-1",
+        "gen_ai.system_instructions": json.dumps([_text("You are a support agent.")]),
+        "gen_ai.input.messages": _parts("user", _text(OTEL_PROMPT)),
+        "gen_ai.output.messages": _parts("assistant", _text(OTEL_ANSWER)),
+    }
+    with tracer.start_as_current_span("invoke_agent support", attributes=root_attributes):
+        chat = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "claude-sonnet-4-5",
+            "gen_ai.input.messages": _parts("user", _text(OTEL_PROMPT)),
+            "gen_ai.output.messages": _parts("assistant", _text("Let me look."), call),
+        }
+        with tracer.start_as_current_span("chat claude-sonnet-4-5", attributes=chat):
+            pass
+        tool = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": "lookup_order",
+            "gen_ai.tool.call.id": "call_1",
+            "gen_ai.tool.call.arguments": json.dumps({"id": "M7"}),
+            "gen_ai.tool.call.result": json.dumps({"status": "shipped"}),
+        }
+        with tracer.start_as_current_span("execute_tool lookup_order", attributes=tool):
+            pass
+    provider.shutdown()
+
+
+async def _search_mcp(session: ClientSession, query: str) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        found = envelope_of(await session.call_tool("search_sessions", {"query": query}))
+        hits: list[dict[str, Any]] = found["data"]["results"]
+        if hits:
+            return hits
+        assert time.monotonic() < deadline, f"{query!r} not searchable within {WAIT_S} s"
+        await asyncio.sleep(0.1)
+
+
+async def test_an_sdk_trace_with_its_session_on_the_root_alone_is_one_session_over_mcp(
+    daemon: DaemonProcess,
+) -> None:
+    await asyncio.to_thread(export_agent_trace, f"{daemon.http_url}/v1/traces")
+
+    async with http_session(daemon) as session:
+        hits = await _search_mcp(session, "marzipan warehouse")
+        hit = next(hit for hit in hits if hit["event"]["type"] == "user_input")
+        opened = envelope_of(await session.call_tool("open", {"id": hit["open"]["session_id"]}))
+        turn = envelope_of(
+            await session.call_tool("open", {"id": hit["open"]["turn_id"], "limit": 20})
+        )
+        model_event = turn["data"]["events"][1]["id"]
+        model = envelope_of(await session.call_tool("open", {"id": model_event}))
+
+    # The prompt and the answer, both of the one session.
+    assert {h["open"]["session_id"] for h in hits} == {hit["open"]["session_id"]}
+    described = opened["data"]["session"]
+    assert (described["title"], described["source"]) == (OTEL_PROMPT, OTEL_SERVICE)
+    assert (described["turn_count"], described["completed"]) == (1, True)
+    events = [(e["type"], e["tool_name"], e["model"]) for e in turn["data"]["events"]]
+    assert events == [
+        ("user_input", None, None),
+        ("assistant_response", None, "claude-sonnet-4-5"),
+        ("tool_call", "lookup_order", None),
+        ("tool_response", "lookup_order", None),
+        ("assistant_response", None, None),
+    ]
+    summaries = [e["summary"] for e in turn["data"]["events"]]
+    assert summaries[0] == OTEL_PROMPT
+    assert summaries[2:] == ['lookup_order(id="M7")', '{"status":"shipped"}', OTEL_ANSWER]
+    assert turn["data"]["events"][-1]["terminal"] is True
+    # The child model span's output, its tool-call part read as the call it asks for.
+    assert model["data"]["content"]["text"] == 'Let me look.\nlookup_order(id="M7")'

@@ -7,7 +7,10 @@ list reads the same on all of them. The rules:
   replaces the one sent when it started). Likewise scores by score id, feedback by feedback id.
 * **Root**: the span with `is_root`; with several, the earliest start, then the smallest span
   id. Name, kind, correlation and tags come from the root. Until a root has arrived they come
-  from the earliest-starting span (then smallest span id) and `root_span_id` is None.
+  from the earliest-starting span (then smallest span id) and `root_span_id` is None. The
+  session id alone falls back further: when that span carries none, it is the session id of
+  the earliest-starting span that does, so a trace whose session id one child carries belongs
+  to that session (the session read model groups traces by it, `services.ingest.trace_sessions`).
 * **Status**: `error` when any span is an error, else the root's status, `unset` without a root.
 * **Times**: `start_time` is the earliest start. `end_time` is the latest finish (a span's end,
   or an event's start when the event has no end), and None while any non-event span has no
@@ -118,8 +121,7 @@ def project_trace(
     if not by_id:
         return None
     ordered = sorted(by_id.values(), key=_start_order)
-    root = next((span for span in ordered if span.get("is_root")), None)
-    head = root if root is not None else ordered[0]
+    root, head = _root_and_head(ordered)
     tags = head.get("tags")
 
     own = {span["span_id"]: _own_marks(span) for span in ordered}
@@ -193,7 +195,7 @@ def project_trace(
         "environment": head.get("environment"),
         "service_name": head.get("service_name"),
         "service_version": head.get("service_version"),
-        "session_id": head.get("session_id"),
+        "session_id": head.get("session_id") or _first_session_id(ordered),
         "thread_id": head.get("thread_id"),
         "user_id": head.get("user_id"),
         "resource_id": head.get("resource_id"),
@@ -209,6 +211,26 @@ def project_trace(
 
 def _start_order(span: SpanRow) -> tuple[int, str]:
     return span["start_time"], span["span_id"]
+
+
+def trace_session_id(spans: Iterable[SpanRow]) -> str | None:
+    """The session id `project_trace` gives a trace of these spans (see "Root")."""
+    ordered = sorted(spans, key=_start_order)
+    if not ordered:
+        return None
+    _, head = _root_and_head(ordered)
+    return head.get("session_id") or _first_session_id(ordered)
+
+
+def _root_and_head(ordered: Sequence[SpanRow]) -> tuple[SpanRow | None, SpanRow]:
+    """The root of spans in start order (None before it arrives), and the span that names the
+    trace: the root, else the earliest span."""
+    root = next((span for span in ordered if span.get("is_root")), None)
+    return root, root if root is not None else ordered[0]
+
+
+def _first_session_id(ordered: Sequence[SpanRow]) -> str | None:
+    return next((span["session_id"] for span in ordered if span.get("session_id")), None)
 
 
 def _own_marks(span: SpanRow) -> int:

@@ -122,10 +122,10 @@ SESSION_SPAN_COLUMNS: tuple[str, ...] = (
     "service_name",
     "session_id",
 )
-"""The columns of the spans `TraceStore.session_spans` reads: what a trace's session is made
-of (`services.ingest.trace_sessions`). Not the attributes, the rendered head or the usage: a
-session is rebuilt from up to thousands of spans, and reading every column of each cost twice
-the rest of the rebuild."""
+"""The columns of the trace sessions' read-back of a trace's spans: what a trace's session is
+made of (`services.ingest.trace_sessions`). Not
+the attributes, the rendered head or the usage: a read-back may hold thousands of spans, and
+reading every column of each would cost more than mapping them."""
 
 
 class TraceRow(CorrelationColumns, UsageColumns, CostColumns, total=False):

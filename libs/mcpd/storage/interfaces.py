@@ -145,23 +145,6 @@ class TraceReads(Protocol):
 
 
 @runtime_checkable
-class SessionSpans(Protocol):
-    """The spans of one session, across its traces (the sessions of traces are built from them)."""
-
-    def session_spans(self, project: str, session_id: str, *, limit: int) -> list[SpanRow]:
-        """The spans of one project whose `session_id` (correlation) is `session_id`, across
-        all its traces, ordered by start time, then span id, then trace id; each with the
-        columns `mcpd.signals.rows.SESSION_SPAN_COLUMNS` only.
-
-        At most `limit` of them: when the session holds more, the NEWEST `limit` (the last ones
-        in that order), still in ascending order, so an oversized session loses its oldest
-        spans first. An empty `session_id` or a `limit` below 1 gives []. Held (tail-sampled,
-        undecided) spans are not included.
-        """
-        ...
-
-
-@runtime_checkable
 class SignalLists(Protocol):
     """Pages of stored signals, metric points, facet values and deltas (`mcpd.signals.queries`
     documents each question)."""
@@ -273,7 +256,6 @@ class TraceStore(
     HeldSpans,
     FacetCounts,
     TraceReads,
-    SessionSpans,
     SignalLists,
     SignalAnalytics,
     SignalErasure,

@@ -12,7 +12,7 @@ Event, Completion Status, Opening A Session, list_sessions display_label, file_a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from mcpd.sessions.model import (
@@ -30,7 +30,15 @@ from services.ingest.transcripts.parsers._common import UniqueKeys
 from services.ingest.transcripts.paths import WorktreeResolver
 from services.ingest.transcripts.text import preview
 
-__all__ = ["assemble", "display_label", "format_time"]
+__all__ = [
+    "assemble",
+    "display_label",
+    "event_record",
+    "format_time",
+    "tool_call_models",
+    "turn_record",
+    "turn_touches",
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -49,7 +57,7 @@ def assemble(
     unique = UniqueKeys()
     keys = [unique.claim(event.key) for event in parsed_events]
     times = _times(parsed_events, fallback_time)
-    call_models = {e.call_id: e.model for e in parsed_events if e.type is EventType.TOOL_CALL}
+    call_models = tool_call_models(parsed_events)
 
     groups: list[list[int]] = []
     for index, event in enumerate(parsed_events):
@@ -65,31 +73,20 @@ def assemble(
         tid = turn_id(sid, keys[group[0]])
         for position, index in enumerate(group, start=1):
             event = parsed_events[index]
-            eid = event_id(sid, keys[index])
-            originating = event.model
-            if originating is None and event.type is EventType.TOOL_RESPONSE:
-                originating = call_models.get(event.call_id)
-            record = EventRecord(
-                id=eid,
+            record = event_record(
+                event,
+                event_id(sid, keys[index]),
                 session_id=sid,
                 turn_id=tid,
                 ordinal=position,
                 seq=index + 1,
-                type=event.type,
                 timestamp=times[index],
-                terminal=event.terminal,
-                text=event.text,
-                tool_name=event.tool_name,
-                model=event.model,
-                originating_model=originating,
-                call_id=event.call_id,
-                payload=event.payload,
-                line=event.line,
+                call_models=call_models,
             )
             events.append(record)
-            touches.extend(_touches(event, record, parsed.cwd, resolver))
+            touches.extend(turn_touches(event, record, parsed.cwd, resolver))
         turns.append(
-            _turn(tid, sid, ordinal, [parsed_events[i] for i in group], events[-len(group) :])
+            turn_record(tid, sid, ordinal, [parsed_events[i] for i in group], events[-len(group) :])
         )
 
     prompt = next((e.text for e in parsed_events if e.type is EventType.USER_INPUT), None)
@@ -130,9 +127,49 @@ def assemble(
     return AssembledSession(session=session, turns=turns, events=events, touches=touches)
 
 
-def _turn(
+def tool_call_models(events: Sequence[ParsedEvent]) -> dict[str | None, str | None]:
+    """The model of each tool call, by call id (a tool response's originating model)."""
+    return {e.call_id: e.model for e in events if e.type is EventType.TOOL_CALL}
+
+
+def event_record(
+    event: ParsedEvent,
+    eid: str,
+    *,
+    session_id: str,
+    turn_id: str,
+    ordinal: int,
+    seq: int,
+    timestamp: datetime,
+    call_models: Mapping[str | None, str | None],
+) -> EventRecord:
+    """The row of one parsed event, with its id and place."""
+    originating = event.model
+    if originating is None and event.type is EventType.TOOL_RESPONSE:
+        originating = call_models.get(event.call_id)
+    return EventRecord(
+        id=eid,
+        session_id=session_id,
+        turn_id=turn_id,
+        ordinal=ordinal,
+        seq=seq,
+        type=event.type,
+        timestamp=timestamp,
+        terminal=event.terminal,
+        text=event.text,
+        tool_name=event.tool_name,
+        model=event.model,
+        originating_model=originating,
+        call_id=event.call_id,
+        payload=event.payload,
+        line=event.line,
+    )
+
+
+def turn_record(
     tid: str, sid: str, ordinal: int, parsed: Sequence[ParsedEvent], rows: Sequence[EventRecord]
 ) -> TurnRecord:
+    """The row of one turn of `rows` (made from `parsed`, in order)."""
     last = next((i for i in reversed(range(len(rows))) if rows[i].terminal), None)
     terminal = rows[last] if last is not None else None
     completed = last is not None and parsed[last].completes_turn
@@ -166,9 +203,10 @@ def _turn(
     )
 
 
-def _touches(
+def turn_touches(
     event: ParsedEvent, record: EventRecord, session_cwd: str | None, resolver: WorktreeResolver
 ) -> list[FileTouch]:
+    """The file touches of one event's row (a tool call naming files)."""
     if event.type is not EventType.TOOL_CALL:
         return []
     touches = []

@@ -79,6 +79,23 @@ def test_without_a_root_the_earliest_span_names_the_trace() -> None:
     assert row["is_complete"] is False
 
 
+def test_the_session_id_is_the_roots_else_the_earliest_span_that_carries_one() -> None:
+    root = span("r", is_root=True, start_time=T0 + 5, session_id=None, user_id=None)
+    late = span("l", parent_span_id="r", start_time=T0 + 9, session_id="s-late")
+    early = span("e", parent_span_id="r", start_time=T0 + 7, session_id="s-early", user_id="u")
+
+    row = project(late, root, early)
+    assert row is not None
+    # Only the session id falls back: the rest of the correlation stays the root's.
+    assert (row["session_id"], row["user_id"]) == ("s-early", None)
+    with_own = project(late, {**root, "session_id": "s-root"}, early)
+    assert with_own is not None
+    assert with_own["session_id"] == "s-root"
+    alone = project(span("x", session_id=None))
+    assert alone is not None
+    assert alone["session_id"] is None
+
+
 def test_status_is_error_when_any_span_failed_else_the_roots() -> None:
     root = span("r", is_root=True, status="cancelled")
     assert (project(root) or {})["status"] == "cancelled"

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mcpd.runtime.clock import ManualClock
 from mcpd.runtime.errors import InvalidArgument
 from mcpd.signals.batch import SignalBatch
 from mcpd.signals.queries import ErasureCounts, ErasureSubject
@@ -54,14 +52,6 @@ class Store:
 
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         return self.executor.inner.query(sql)
-
-    def rebuild_sessions(self, *keys: tuple[str, str]) -> None:
-        """Build the trace sessions the ingest pipeline would build from the stored spans."""
-        built = TraceSessions(
-            self.store, self.sessions, ManualClock(datetime(2026, 1, 2, tzinfo=UTC))
-        )
-        for project, session_id in keys:
-            assert built.rebuild(project, session_id)
 
     def session_keys(self, project: str) -> set[str]:
         rows = self.executor.inner.query(
@@ -120,8 +110,11 @@ class Store:
 def ch(tmp_path: Path, clickhouse_template: ClickHouseTemplate) -> Iterator[Store]:
     executor = RecordingExecutor(ChdbExecutor(clickhouse_template.copy(tmp_path / "clickhouse")))
     store = ClickHouseTraceStore(executor)
+    sessions = ClickHouseSessionStore(executor)
+    # Sessions are built as trace ingest builds them: by the writes of the spans.
+    TraceSessions(store, sessions)
     try:
-        yield Store(executor, store, ClickHouseSessionStore(executor))
+        yield Store(executor, store, sessions)
     finally:
         store.close()
 
@@ -187,7 +180,6 @@ def write_world(ch: Store) -> None:
         ],
         logs=[log("l-user", project="q", user_id=USER, message="q log")],
     )
-    ch.rebuild_sessions(("p", "sess-a"), ("p", SESSION), ("p", "sess-other"), ("q", SESSION))
     # A copy of a matched row that does not carry the match: it goes with the row.
     ch.write(logs=[log("l-user", trace_id=None, message=f"{SECRET} resent", received_at=T0)])
 
@@ -265,7 +257,7 @@ def test_delete_trace_counts_and_removes_what_names_the_trace(ch: Store) -> None
     ch.wait_for_mutations()
 
     # The session built from the trace is the session read model's, which this leaves alone.
-    assert set(ch.holding(OTHER, "p")) <= {"sessions", "turns", "events"}
+    assert set(ch.holding(OTHER, "p")) <= {"sessions", "turns", "events", "trace_turns"}
     for table in ("traces", "spans", "logs", "scores", "feedback", "aspect_notes"):
         found = ch.query(
             f"SELECT count() FROM {table} WHERE project = 'p' AND trace_id = 't-other'"

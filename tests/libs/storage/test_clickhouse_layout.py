@@ -261,7 +261,7 @@ def test_0004_keeps_every_trace_of_a_0003_table_readable(tmp_path: Path) -> None
         old_rows = columns.column_data(TRACES_0003, [older, *expected.values()])
         executor.insert("traces", TRACES_0003.names, old_rows, "JSONCompactColumns")
 
-        assert migrate(executor) == ["0004_query_layout"]
+        assert migrate(executor) == ["0004_query_layout", "0005_trace_turns"]
 
         store = ClickHouseTraceStore(executor)
         for trace_id, rows in spans.items():

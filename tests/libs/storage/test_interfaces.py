@@ -21,7 +21,6 @@ PARTS: dict[type, tuple[type, ...]] = {
         interfaces.HeldSpans,
         interfaces.FacetCounts,
         interfaces.TraceReads,
-        interfaces.SessionSpans,
         interfaces.SignalLists,
         interfaces.SignalAnalytics,
         interfaces.SignalErasure,

@@ -34,7 +34,14 @@ TRACE_TABLES = {
     "facet_values",
 }
 # The session read model: the same tables on every backend, and PostgreSQL's search vectors.
-CLICKHOUSE_SESSION_TABLES = {"sessions", "turns", "events", "file_touches", "session_versions"}
+CLICKHOUSE_SESSION_TABLES = {
+    "sessions",
+    "turns",
+    "events",
+    "file_touches",
+    "session_versions",
+    "trace_turns",
+}
 SESSION_TABLES = {
     "sessions",
     "turns",
@@ -42,6 +49,8 @@ SESSION_TABLES = {
     "file_touches",
     "event_search",
     "session_versions",
+    "trace_turns",
+    "search_log",
 }
 # What ingest writes beside the signals on SQL (idempotency keys, tail sampling's holding table).
 SQL_SIGNAL_TABLES = {"ingest_keys", "held_spans"}
@@ -77,6 +86,7 @@ CLICKHOUSE_REVISIONS = [
     "0002_session_read_model",
     "0003_ingest_keys_held_spans",
     "0004_query_layout",
+    "0005_trace_turns",
 ]
 EXPECTED_TABLES = {"trace": SQL_TRACE_TABLES, "run": RUN_TABLES, "control": CONTROL_TABLES}
 # Every store's revisions, oldest first: what a fresh database has applied after `migrate`.
@@ -87,6 +97,7 @@ REVISIONS = {
         "0003_ingest_keys_held_spans",
         "0004_query_read_paths",
         "0005_span_head_json",
+        "0006_trace_sessions",
     ],
     "run": ["0001_initial"],
     "control": ["0001_initial", "0002_key_owner_audit_order", "0003_audit_source_count"],

@@ -30,7 +30,6 @@ def test_exports() -> None:
         "RunStore",
         "RunSubjectErasure",
         "STORE_NAMES",
-        "SessionSpans",
         "SignalAnalytics",
         "SignalErasure",
         "SignalLists",

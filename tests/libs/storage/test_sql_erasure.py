@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,6 @@ from google.protobuf import timestamp_pb2
 from sqlalchemy import Table, select, text, update
 
 from mcpd.model.v1 import account_pb2, enums_pb2
-from mcpd.runtime.clock import ManualClock
 from mcpd.sessions.model import EventType
 from mcpd.sessions.store import SearchQuery
 from mcpd.signals.batch import SignalBatch
@@ -53,8 +51,8 @@ DAY = 86_400 * 1_000 * MS
 
 @dataclass
 class World:
-    """A migrated trace store, the session read model on its database, and sessions built the
-    way trace ingest builds them."""
+    """A migrated trace store and the session read model on its database, whose sessions the
+    trace store's writes build, as in trace ingest."""
 
     opened: OpenedStore
     sessions: SqlSessionStore
@@ -67,13 +65,6 @@ class World:
     def write(self, project: str = "p", **rows: Any) -> None:
         batch = SignalBatch(key_project=project, ingest_key=None, received_at=T0, **rows)
         assert self.store.write_batches([batch]) == [True]
-
-    def build_sessions(self, *keys: tuple[str, str]) -> None:
-        built = TraceSessions(
-            self.store, self.sessions, ManualClock(datetime(2026, 1, 2, tzinfo=UTC))
-        )
-        for project, session_id in keys:
-            assert built.rebuild(project, session_id)
 
     def rows(self, table: Table, project: str | None = None) -> list[dict[str, Any]]:
         statement = select(table)
@@ -92,6 +83,8 @@ def world(backend: str, migrated: Migrated, tmp_path: Path) -> Iterator[World]:
     opened = migrated.open("trace", backend)
     index_dir = tmp_path / "search" if backend == "sqlite" else None
     sessions = SqlSessionStore(opened.store.engine, index_dir=index_dir)
+    # Sessions are built as trace ingest builds them: by the writes of the spans.
+    TraceSessions(opened.store, sessions)
     try:
         yield World(opened, sessions)
     finally:
@@ -169,7 +162,6 @@ ERASED_BY_USER = ErasureCounts(
 
 def test_erasure_by_user_counts_exactly_and_leaves_others_whole(world: World) -> None:
     ingest(world, subject_elsewhere=True)
-    world.build_sessions(("p", SESSION), ("p", OTHER_SESSION), ("q", SESSION))
     before_o = world.trace("tr-o")
     assert before_o is not None
     assert before_o["score_summary"] == {"by-subject": 0.5, "judge": 0.9}
@@ -216,7 +208,6 @@ def test_erasure_by_session_takes_the_sessions_traces_and_its_read_model_session
     world: World,
 ) -> None:
     ingest(world, subject_elsewhere=True)
-    world.build_sessions(("p", SESSION), ("p", OTHER_SESSION))
 
     counts = world.store.erase_subject("p", ErasureSubject(session_id=SESSION))
 
@@ -236,7 +227,6 @@ def test_erasure_leaves_no_trace_of_the_subject_in_any_table_or_in_the_file(
     world: World,
 ) -> None:
     ingest(world, subject_elsewhere=False)
-    world.build_sessions(("p", SESSION), ("p", OTHER_SESSION))
     assert _found_in_tables(world, project=None) != set()
     if world.opened.backend == "sqlite":
         assert _found_in_file(world) != set()

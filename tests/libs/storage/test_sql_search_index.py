@@ -217,7 +217,11 @@ def test_rows_stored_before_the_index_are_indexed_by_the_migration(
                 )
             )
 
-        assert opened.store.migrate() == ["0004_query_read_paths", "0005_span_head_json"]
+        assert opened.store.migrate() == [
+            "0004_query_read_paths",
+            "0005_span_head_json",
+            "0006_trace_sessions",
+        ]
 
         assert span_ids(opened, "archived words") == ["s1"]
         assert log_ids(opened, "archived") == ["l1"]

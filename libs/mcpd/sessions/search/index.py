@@ -81,6 +81,11 @@ class SearchIndex:
                     view[project] = mark
             return view
 
+    def committed_marks(self) -> dict[str, Mark]:
+        """Per project, what the index's last commit holds (changes applied since excluded)."""
+        with self._lock:
+            return dict(self._marks)
+
     def pending(self) -> bool:
         """Whether changes are applied but not committed (not yet visible to searches)."""
         return self._dirty

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mcpd.model.v1 import query_pb2
 from mcpd.runtime.errors import Unimplemented
+from mcpd.sessions.traces import TraceWriteFollower
 from mcpd.signals import documents
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
 from mcpd.signals.queries import (
@@ -28,7 +30,6 @@ from mcpd.storage import capabilities
 from mcpd.storage.clickhouse import migrate as clickhouse_migrate
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
 from mcpd.storage.clickhouse.signals import ClickHouseSignals, erasure, lists
-from mcpd.storage.clickhouse.signals import reads as signal_reads
 
 
 class ClickHouseTraceStore:
@@ -59,6 +60,11 @@ class ClickHouseTraceStore:
     def pending_migrations(self) -> list[str]:
         """Versions not yet applied; nothing is changed."""
         return clickhouse_migrate.pending(self._executor)
+
+    def follow_writes(self, follower: TraceWriteFollower[Any]) -> None:
+        """Have `follower` told every write of spans (the sessions of ingested traces), within
+        the write: see `mcpd.storage.clickhouse.signals` for when."""
+        self._signals.follow_writes(follower)
 
     def write_batches(self, batches: Sequence[SignalBatch]) -> list[bool]:
         """Write the batches; per batch, False for a replayed ingest key.
@@ -95,10 +101,6 @@ class ClickHouseTraceStore:
     def facet_value_count(self, project: str, facet: str, key: str) -> int:
         """How many distinct values the facet table holds for (project, facet, key)."""
         return self._signals.facet_value_count(project, facet, key)
-
-    def session_spans(self, project: str, session_id: str, *, limit: int) -> list[SpanRow]:
-        """The newest `limit` spans of one session, oldest first."""
-        return signal_reads.session_spans(self._executor, project, session_id, limit=limit)
 
     # --- the query service's reads (`TraceStore` documents each) -----------------------------
 

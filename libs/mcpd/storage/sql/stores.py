@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from sqlalchemy import Connection
 from sqlalchemy.engine import Engine
 
 from mcpd.model.v1 import query_pb2
+from mcpd.sessions.traces import FollowedWrite, TraceWriteFollower
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
 from mcpd.signals.queries import (
     CostPoint,
@@ -46,18 +49,31 @@ class SqlTraceStore(SqlStore):
         self._statistics = (
             PlannerStatistics(engine) if self._dialect is SqlDialect.POSTGRES else None
         )
+        self._follower: TraceWriteFollower[Any] | None = None
 
     def capabilities(self) -> query_pb2.StoreCapabilities:
         """This backend's row of `mcpd.storage.capabilities`."""
         return capabilities.BY_BACKEND[self.backend].to_proto()
 
+    def follow_writes(self, follower: TraceWriteFollower[Any]) -> None:
+        """Have `follower` told every write of spans, inside its transaction (the sessions of
+        ingested traces, `mcpd.sessions.traces`)."""
+        self._follower = follower
+
     def write_batches(self, batches: Sequence[SignalBatch]) -> list[bool]:
-        """Write several batches as one transaction (see `TraceStore.write_batches`)."""
+        """Write several batches as one transaction (see `TraceStore.write_batches`); the
+        follower, if any, prepares before it and follows inside it."""
         if not batches:
             return []
         bound = signals.bind_batches(self._dialect, batches)
+        follower = self._follower
+        prepared = follower.prepare(bound.span_rows()) if follower is not None else None
+        after: list[Callable[[], None]] = []
         with self._engine.begin() as conn:
-            written = signals.write_bound(conn, self._dialect, bound)
+            follow = self._following(conn, prepared, after)
+            written = signals.write_bound(conn, self._dialect, bound, follow)
+        for done in after:
+            done()
         if self._statistics is not None:
             self._statistics.wrote(_rows_written(batches, written))
         return written
@@ -74,11 +90,34 @@ class SqlTraceStore(SqlStore):
             return signals.held_traces(conn)
 
     def release_held(self, project: str, keep: Sequence[str], drop: Sequence[str]) -> int:
-        """Move the `keep` traces' held spans into `spans`, delete the `drop` traces' ones."""
+        """Move the `keep` traces' held spans into `spans`, delete the `drop` traces' ones; the
+        follower, if any, follows the spans moved (prepared inside the transaction, where they
+        are first known)."""
         if not keep and not drop:
             return 0
+        after: list[Callable[[], None]] = []
         with self._engine.begin() as conn:
-            return signals.release_held(conn, self._dialect, project, keep, drop)
+            follow = self._following(conn, None, after)
+            moved = signals.release_held(conn, self._dialect, project, keep, drop, follow)
+        for done in after:
+            done()
+        return moved
+
+    def _following(
+        self, conn: Connection, prepared: Any, after: list[Callable[[], None]]
+    ) -> signals.Follow | None:
+        """What a write inside `conn` calls with what it wrote (None without a follower): the
+        follower's `follow`, whose after-commit work is kept in `after`. Without `prepared`,
+        the follower prepares then and there."""
+        follower = self._follower
+        if follower is None:
+            return None
+
+        def follow(spans: Sequence[SpanRow], traces: Sequence[TraceRow]) -> None:
+            ready = prepared if prepared is not None else follower.prepare(spans)
+            after.append(follower.follow(FollowedWrite(conn, spans, traces, ready)))
+
+        return follow
 
     def trace_records(
         self, project: str, trace_id: str, *, logs: bool, scores: bool, feedback: bool
@@ -102,11 +141,6 @@ class SqlTraceStore(SqlStore):
         """Distinct values the facet table holds for (project, facet, key)."""
         with read_connection(self._engine) as conn:
             return signals.facet_value_count(conn, project, facet, key)
-
-    def session_spans(self, project: str, session_id: str, *, limit: int) -> list[SpanRow]:
-        """The newest `limit` spans of one session, oldest first."""
-        with read_connection(self._engine) as conn:
-            return signals.session_spans(conn, project, session_id, limit=limit)
 
     # --- the query service's reads (`TraceStore` documents each) -----------------------------
 

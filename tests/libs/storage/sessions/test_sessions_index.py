@@ -1,6 +1,7 @@
 """The SQLite backend's tantivy index stays in step with the database and mends itself:
 after a deleted index, a crash between the two commits, a re-created database, a format
-change, or a writer lock held elsewhere."""
+change, or a writer lock held elsewhere; and the writer's holder follows what other processes
+write."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
 from mcpd.sessions.search.index import STATE_FILE, SearchIndex
 from mcpd.sessions.store import SearchQuery, SearchResult
 from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
+from mcpd.storage.sql.schema.sessions import search_log
 from mcpd.storage.sql.sessions import SqlSessionStore
 from mcpd.storage.sql.sessions.tantivy_search import TantivySearch
 from mcpd.testing.eventually import eventually
@@ -184,6 +187,66 @@ def test_a_held_writer_lock_leaves_the_index_to_its_holder(engine: Engine, index
     finally:
         other.close()
         writer.close()
+
+
+def test_the_writer_holder_follows_writes_it_never_makes(engine: Engine, index_dir: Path) -> None:
+    holder = open_store(engine, index_dir)
+    holder.write_session("p", assemble("s1", [[(USER, "first words")]]))  # takes the writer
+    others = [open_store(engine, index_dir) for _ in range(2)]
+    try:
+        # Every other process writes; the holder writes nothing more, and catches up.
+        for number, other in enumerate(others, start=2):
+            other.write_session("p", assemble(f"s{number}", [[(USER, "more words")]]))
+        others[0].write_session("q", assemble("s9", [[(USER, "more words")]], project="q"))
+
+        def caught_up() -> None:
+            assert len(results(holder, "words")) == 3, "the holder did not catch up"
+            assert results(holder, "words", "q"), "the holder did not catch project q up"
+
+        eventually(caught_up, timeout=15)
+        assert [i for i, _ in results(holder, "more", "q")] == [event_id("s9", 1, 1)]
+    finally:
+        for other in others:
+            other.close()
+        holder.close()
+
+
+def test_the_holder_applies_other_writes_by_their_logged_difference(
+    engine: Engine, index_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    holder = open_store(engine, index_dir)
+    holder.write_session("p", assemble("s1", [[(USER, "old words")]]))  # takes the writer
+    other = open_store(engine, index_dir)
+
+    def whole_sessions(*_args: object) -> None:
+        raise AssertionError("re-indexed session by session")
+
+    try:
+        # Re-indexing session by session would fail: the log must carry every difference.
+        monkeypatch.setattr("mcpd.storage.sql.sessions.tantivy_search._docs", whole_sessions)
+        other.write_session("p", assemble("s1", [[(USER, "new words")]]))
+        other.write_session("p", assemble("s2", [[(USER, "more words")]]))
+
+        def followed() -> None:
+            found = sorted(i for i, _ in results(holder, "words"))
+            assert found == [event_id("s1", 1, 1), event_id("s2", 1, 1)], found
+            assert not results(holder, "old"), "the holder did not follow the log"
+
+        eventually(followed, timeout=15)
+        # The log is trimmed once the index has committed what it names.
+        eventually(lambda: _no_log(engine), timeout=15)
+    finally:
+        other.close()
+        holder.close()
+
+
+def _no_log(engine: Engine) -> None:
+    assert _logged_versions(engine) == [], "the log was not trimmed"
+
+
+def _logged_versions(engine: Engine) -> list[int]:
+    with engine.connect() as conn:
+        return [int(v) for v in conn.execute(select(search_log.c.version)).scalars()]
 
 
 def test_searching_never_takes_the_writer_lock(engine: Engine, index_dir: Path) -> None:

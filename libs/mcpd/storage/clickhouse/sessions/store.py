@@ -28,6 +28,7 @@ from mcpd.storage.clickhouse.sessions.tables import (
     VERSIONED,
     insert,
 )
+from mcpd.storage.clickhouse.sessions.traces import ClickHouseTraceTurns
 from mcpd.storage.clickhouse.sessions.writes import with_search, write_session
 from mcpd.storage.sql.convert import nanos
 
@@ -56,6 +57,16 @@ class ClickHouseSessionStore:
         """Replace one session, writing only what changed; an identical re-write is a no-op."""
         with self._write_lock:
             write_session(self._executor, project, assembled)
+
+    def trace_turns(self, transaction: object) -> ClickHouseTraceTurns:
+        """The trace-session side of one trace-store write (ClickHouse has no transaction:
+        `transaction` is None)."""
+        if transaction is not None:
+            raise TypeError("a ClickHouse trace-store write has no transaction to pass")
+        return ClickHouseTraceTurns(self._executor, self._write_lock)
+
+    def nudge_search_index(self) -> None:
+        """Nothing to catch up: the tokens are written with their rows."""
 
     def reconcile_search_index(self) -> int:
         """Nothing to catch up: the tokens are written with their rows. Returns 0."""

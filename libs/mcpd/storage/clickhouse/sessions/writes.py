@@ -38,7 +38,7 @@ from mcpd.storage.clickhouse.sessions.tables import (
 from mcpd.storage.sql.sessions.rows import Row, content_hash, is_searchable, rows_of, search_text
 
 _TOMBSTONE = {"project": "String", "id": "String", **VERSIONED}
-_TOUCH_TOMBSTONE = {"project": "String", "session_id": "String", "position": "Int64", **VERSIONED}
+TOUCH_TOMBSTONE = {"project": "String", "session_id": "String", "position": "Int64", **VERSIONED}
 
 
 def write_session(executor: ClickHouseExecutor, project: str, assembled: AssembledSession) -> bool:
@@ -62,20 +62,8 @@ def write_session(executor: ClickHouseExecutor, project: str, assembled: Assembl
     version = next_version(executor, project)
     where: dict[str, object] = {"project": project, "session_id": session_id}
 
-    _replace(executor, "turns", TURNS, where, turn_rows, version)
-    existing = _existing(executor, "events", where, extra=", searchable, doc_length")
-    stale, fresh = _diff(existing, event_rows)
-    # The old rows of vanished and changed events leave the search totals.
-    for event_id in [*stale, *(row["id"] for row in fresh if row["id"] in existing)]:
-        _, searchable, doc_length = existing[event_id]
-        docs -= int(bool(searchable))
-        length -= int(str(doc_length))
-    fresh = [with_search(row) for row in fresh]
-    for row in fresh:
-        docs += int(row["searchable"])
-        length += int(row["doc_length"])
-    _tombstone(executor, "events", project, stale, version)
-    insert(executor, "events", {**EVENTS, **SEARCH, **VERSIONED}, _versioned(fresh, version))
+    replace_rows(executor, "turns", TURNS, where, turn_rows, version)
+    docs, length = replace_events(executor, where, event_rows, version, (docs, length))
     _replace_touches(executor, where, touch_rows, version)
 
     totals = {"content_hash": digest, "search_docs": docs, "search_length": length}
@@ -92,6 +80,34 @@ def write_session(executor: ClickHouseExecutor, project: str, assembled: Assembl
         [{"project": project, "version": version}],
     )
     return True
+
+
+def replace_events(
+    executor: ClickHouseExecutor,
+    where: dict[str, object],
+    rows: Sequence[Row],
+    version: int,
+    totals: tuple[int, int],
+    condition: str = "session_id = {session_id:String}",
+) -> tuple[int, int]:
+    """Make the stored events matching `condition` equal `rows` at `version` (new and changed
+    ones inserted, vanished ones tombstoned); return the session's search totals (searchable
+    events, tokens) moved from `totals` by the difference."""
+    docs, length = totals
+    existing = _existing(executor, "events", where, ", searchable, doc_length", condition)
+    stale, fresh = _diff(existing, rows)
+    # The old rows of vanished and changed events leave the search totals.
+    for event_id in [*stale, *(row["id"] for row in fresh if row["id"] in existing)]:
+        _, searchable, doc_length = existing[event_id]
+        docs -= int(bool(searchable))
+        length -= int(str(doc_length))
+    fresh = [with_search(row) for row in fresh]
+    for row in fresh:
+        docs += int(row["searchable"])
+        length += int(row["doc_length"])
+    _tombstone(executor, "events", str(where["project"]), stale, version)
+    insert(executor, "events", {**EVENTS, **SEARCH, **VERSIONED}, versioned(fresh, version))
+    return docs, length
 
 
 def next_version(executor: ClickHouseExecutor, project: str) -> int:
@@ -111,25 +127,30 @@ def with_search(row: Row) -> Row:
     return {**row, "searchable": True, "tokens": found, "doc_length": len(found)}
 
 
-def _replace(
+def replace_rows(
     executor: ClickHouseExecutor,
     table: str,
     columns: dict[str, str],
     where: dict[str, object],
     rows: Sequence[Row],
     version: int,
+    condition: str = "session_id = {session_id:String}",
 ) -> None:
-    stale, fresh = _diff(_existing(executor, table, where), rows)
+    stale, fresh = _diff(_existing(executor, table, where, condition=condition), rows)
     _tombstone(executor, table, str(where["project"]), stale, version)
-    insert(executor, table, {**columns, **VERSIONED}, _versioned(fresh, version))
+    insert(executor, table, {**columns, **VERSIONED}, versioned(fresh, version))
 
 
 def _existing(
-    executor: ClickHouseExecutor, table: str, where: dict[str, object], extra: str = ""
+    executor: ClickHouseExecutor,
+    table: str,
+    where: dict[str, object],
+    extra: str = "",
+    condition: str = "session_id = {session_id:String}",
 ) -> dict[str, tuple[object, ...]]:
     rows = executor.query(
         f"SELECT id, row_hash{extra} FROM {table} FINAL "
-        "WHERE project = {project:String} AND session_id = {session_id:String}",
+        f"WHERE project = {{project:String}} AND {condition}",
         where,
     )
     return {str(row[0]): tuple(row[1:]) for row in rows}
@@ -171,9 +192,9 @@ def _replace_touches(
         for (position,) in positions
         if int(position) >= len(rows)
     ]
-    insert(executor, "file_touches", _TOUCH_TOMBSTONE, gone)
-    insert(executor, "file_touches", {**TOUCHES, **VERSIONED}, _versioned(rows, version))
+    insert(executor, "file_touches", TOUCH_TOMBSTONE, gone)
+    insert(executor, "file_touches", {**TOUCHES, **VERSIONED}, versioned(rows, version))
 
 
-def _versioned(rows: Sequence[Row], version: int) -> list[Row]:
+def versioned(rows: Sequence[Row], version: int) -> list[Row]:
     return [{**row, "version": version, "is_deleted": 0} for row in rows]

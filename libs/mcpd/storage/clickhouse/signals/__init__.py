@@ -26,6 +26,9 @@ instead (details in `writes`):
   merges), and `ingest_keys` folds the key's two rows into one.
 * Releasing held spans inserts them (with projection and facets) before it deletes the held
   rows (a lightweight DELETE), so a failure in between leaves them to be released again.
+* A follower of the writes (`follow_writes`: the sessions of ingested traces) is told what a
+  call wrote before its ingest keys (a release: before the delete), so a failure in between is
+  followed again by the retry.
 * A NUL character is stored as U+FFFD, as on the SQL backends.
 * Reads use FINAL and are exact right after a write.
 """
@@ -33,9 +36,12 @@ instead (details in `writes`):
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
+from mcpd.sessions.traces import FollowedWrite, TraceWriteFollower
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
+from mcpd.signals.rows import SpanRow, TraceRow
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
 from mcpd.storage.clickhouse.signals import reads, writes
 
@@ -52,13 +58,18 @@ class ClickHouseSignals:
         self._executor = executor
         self._lock = _WRITE_LOCK
         self._state = writes.WriterState()
+        self._follower: TraceWriteFollower[Any] | None = None
+
+    def follow_writes(self, follower: TraceWriteFollower[Any]) -> None:
+        """Have `follower` told every write of spans, within the write (no transaction)."""
+        self._follower = follower
 
     def write_batches(self, batches: Sequence[SignalBatch]) -> list[bool]:
         """Write the batches (see the package docstring for what is guaranteed)."""
         if not batches:
             return []
         with self._lock:
-            return writes.write_batches(self._executor, self._state, batches)
+            return writes.write_batches(self._executor, self._state, batches, self._follow())
 
     def held_traces(self) -> list[HeldTrace]:
         """Every trace with held spans, summarised."""
@@ -67,7 +78,23 @@ class ClickHouseSignals:
     def release_held(self, project: str, keep: Sequence[str], drop: Sequence[str]) -> int:
         """Move the kept traces' held spans into `spans`, delete the dropped ones."""
         with self._lock:
-            return writes.release_held(self._executor, self._state, project, keep, drop)
+            return writes.release_held(
+                self._executor, self._state, project, keep, drop, self._follow()
+            )
+
+    def _follow(self) -> writes.Follow | None:
+        """The follower's prepare, follow and after-commit work in one step (ClickHouse has no
+        transaction to wait for), or None without a follower."""
+        follower = self._follower
+        if follower is None:
+            return None
+
+        def follow(spans: Sequence[SpanRow], traces: Sequence[Mapping[str, Any]]) -> None:
+            rows = cast(list[TraceRow], list(traces))
+            write = FollowedWrite(None, spans, rows, follower.prepare(spans))
+            follower.follow(write)()
+
+        return follow
 
     def trace_records(
         self, project: str, trace_id: str, *, logs: bool, scores: bool, feedback: bool

@@ -63,6 +63,7 @@ SESSION_TABLES: tuple[tuple[str, str], ...] = (
     ("turns", "session_id"),
     ("events", "session_id"),
     ("file_touches", "session_id"),
+    ("trace_turns", "session_id"),
 )
 
 RETENTION_TABLES: dict[str, tuple[str, ...]] = {
@@ -388,21 +389,32 @@ class _Eraser:
 
     def sessions(self, keys: Sequence[str]) -> int:
         """Delete the sessions built from traces with these session ids, with their turns,
-        events and file touches; return how many sessions matched."""
-        ids = sorted(
+        events, file touches and trace states; return how many sessions matched."""
+        ids = self._session_ids(
+            "SELECT DISTINCT id FROM sessions WHERE {project_clause} "
+            "AND harness = {{harness:String}} AND session_key IN {{ids:Array(String)}}",
+            keys,
+        )
+        # A trace session none of whose traces made an event yet has trace states and no row.
+        unlisted = self._session_ids(
+            "SELECT DISTINCT session_id FROM trace_turns WHERE {project_clause} "
+            "AND session_key IN {{ids:Array(String)}}",
+            keys,
+        )
+        for table, column in SESSION_TABLES:
+            self._delete_ids(table, column, sorted(set(ids) | set(unlisted)))
+        return len(ids)
+
+    def _session_ids(self, sql: str, keys: Sequence[str]) -> list[str]:
+        statement = sql.format(project_clause=_PROJECT)
+        params: dict[str, object] = {"project": self.project, "harness": TRACE_HARNESS}
+        return sorted(
             {
                 str(session_id)
                 for chunk in chunks(keys)
-                for (session_id,) in self.executor.query(
-                    f"SELECT DISTINCT id FROM sessions WHERE {_PROJECT} "
-                    "AND harness = {harness:String} AND session_key IN {ids:Array(String)}",
-                    {"project": self.project, "harness": TRACE_HARNESS, "ids": chunk},
-                )
+                for (session_id,) in self.executor.query(statement, {**params, "ids": chunk})
             }
         )
-        for table, column in SESSION_TABLES:
-            self._delete_ids(table, column, ids)
-        return len(ids)
 
     def expire(self, table: str, cutoff: int) -> int:
         """Remove the project's rows of `table` with `received_at` before `cutoff`: drop the

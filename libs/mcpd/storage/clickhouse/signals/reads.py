@@ -172,34 +172,31 @@ def trace_records(
     )
 
 
-def session_spans(
-    executor: ClickHouseExecutor, project: str, session_id: str, *, limit: int
+def trace_spans(
+    executor: ClickHouseExecutor, project: str, trace_ids: Sequence[str]
 ) -> list[SpanRow]:
-    """The newest `limit` spans of one session, oldest first (see `TraceStore.session_spans`).
-
-    session_id is not in the sort key, so its bloom filter must not prune under FINAL (a granule
-    skipped for an old session id could hide the newer version of a row). It prunes the inner
-    scan instead, which has no FINAL and only finds the session's trace ids (any version of any
-    span that ever carried the session id). Those traces' spans are read FINAL (pruned by the
-    trace id filter, safe there), folded to one row per (trace id, span id) by latest arrival,
-    and only then filtered on the session id, so a span moved to another session drops out.
-    """
-    if not session_id or limit < 1:
+    """Every stored span of these traces (the latest arrival of each span id), with the columns
+    `SESSION_SPAN_COLUMNS`, in no particular order."""
+    if not trace_ids:
         return []
     sql = (
         f"SELECT {SPANS.select_list(SESSION_SPAN_COLUMNS)} FROM ("
-        "SELECT * FROM spans FINAL WHERE project = {project:String} AND trace_id IN ("
-        "SELECT DISTINCT trace_id FROM spans "
-        "WHERE project = {project:String} AND session_id = {session_id:String}) "
-        "ORDER BY received_at DESC LIMIT 1 BY trace_id, span_id"
-        ") WHERE session_id = {session_id:String} "
-        "ORDER BY start_time DESC, span_id DESC, trace_id DESC LIMIT {limit:UInt64}"
-        + _SKIP_UNDER_FINAL
+        "SELECT * FROM spans FINAL WHERE project = {project:String} "
+        "AND trace_id IN {ids:Array(String)} "
+        "ORDER BY received_at DESC LIMIT 1 BY trace_id, span_id)" + _SKIP_UNDER_FINAL
     )
-    found = executor.query(sql, {"project": project, "session_id": session_id, "limit": limit})
-    rows = as_rows(SPANS, found, SESSION_SPAN_COLUMNS)
-    rows.reverse()
-    return cast(list[SpanRow], rows)
+    found = executor.query(sql, {"project": project, "ids": sorted(set(trace_ids))})
+    return cast(list[SpanRow], as_rows(SPANS, found, SESSION_SPAN_COLUMNS))
+
+
+def session_traces(executor: ClickHouseExecutor, project: str, session_id: str) -> list[str]:
+    """The ids of the traces with a span that carries (or carried) this session id."""
+    found = executor.query(
+        "SELECT DISTINCT trace_id FROM spans "
+        "WHERE project = {project:String} AND session_id = {session_id:String}",
+        {"project": project, "session_id": session_id},
+    )
+    return sorted(str(row[0]) for row in found)
 
 
 def facet_value_count(executor: ClickHouseExecutor, project: str, facet: str, key: str) -> int:

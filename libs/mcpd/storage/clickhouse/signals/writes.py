@@ -23,6 +23,9 @@ this order guarantees):
    (`ClickHouseExecutor.insert`, the HTTP request body), in JSONCompactColumns with every
    time as DateTime64 text (`_insert_data`), so a call of any size fits a server's URL cap.
 
+Between the trace rows and the ingest keys, a follower of the writes (the sessions of the
+written traces, `mcpd.sessions.traces`) is told what was written (`follow`).
+
 A call that fails part-way has written some tables and no key, so the retry of any of its
 batches (same key, in whatever group) is not taken for a replay and writes the batch again.
 That is harmless: every table written here is a ReplacingMergeTree keyed by the row's identity
@@ -127,10 +130,19 @@ class WriterState:
         self._facets.update(written)
 
 
+Follow = Callable[[Sequence[SpanRow], Sequence[Mapping[str, Any]]], None]
+"""What a write tells its follower: the span rows it wrote, the touched traces' projections."""
+
+
 def write_batches(
-    executor: ClickHouseExecutor, state: WriterState, batches: Sequence[SignalBatch]
+    executor: ClickHouseExecutor,
+    state: WriterState,
+    batches: Sequence[SignalBatch],
+    follow: Follow | None = None,
 ) -> list[bool]:
-    """`TraceStore.write_batches` (see the module docstring; the caller holds the lock)."""
+    """`TraceStore.write_batches` (see the module docstring; the caller holds the lock). When
+    spans were written, `follow` is told about them after the trace rows and before the ingest
+    keys, so a failure in between leaves the batch to be written again, followed again."""
     written = _unclaimed(executor, batches)
     accepted = [batch for batch, ok in zip(batches, written, strict=True) if ok]
     if not accepted:
@@ -177,9 +189,16 @@ def write_batches(
     if facets:
         _insert(executor, FACET_VALUES, facet_data)
         state.facets_written(facets)
+    if follow is not None and spans:
+        follow(spans, _live(traces))
     if keys:
         _insert(executor, INGEST_KEYS, key_data)
     return written
+
+
+def _live(traces: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The trace rows, without the tombstones at their old keys."""
+    return [row for row in traces if not row.get("is_deleted")]
 
 
 def release_held(
@@ -188,8 +207,10 @@ def release_held(
     project: str,
     keep: Sequence[str],
     drop: Sequence[str],
+    follow: Follow | None = None,
 ) -> int:
-    """`TraceStore.release_held` (the caller holds the lock); returns the spans moved.
+    """`TraceStore.release_held` (the caller holds the lock); returns the spans moved, which
+    `follow`, when given, is told about (before the held rows are deleted).
 
     Order: the kept traces' held spans are read, inserted into `spans` with their traces'
     projection and facet values, and only then are the held rows deleted. A failure before the
@@ -238,6 +259,8 @@ def release_held(
         if facet_data is not None:
             _insert(executor, FACET_VALUES, facet_data)
         state.facets_written(facets)
+        if follow is not None:
+            follow(spans, _live(traces))
         conditions.append(
             "(trace_id IN {kept:Array(String)} "
             "AND received_at <= fromUnixTimestamp64Nano({latest:Int64}, 'UTC'))"

@@ -14,6 +14,12 @@ PostgreSQL full-text side table. Every key is led by `project`, like the rest of
 * `event_search` holds one row per searchable event with a `tsvector` on PostgreSQL (GIN
   indexed, ranked with `ts_rank_cd`). On SQLite it exists but stays empty: the embedded backend
   ranks with a tantivy index beside the database (`mcpd.sessions.search`).
+* `trace_turns` holds one row per trace of a session built from traces (`mcpd.sessions.traces`):
+  its session, its turn's place and the facts its spans left, so each write of spans updates
+  the turns of its own traces without reading the session's spans back.
+* `search_log` holds, per read-model version written on SQLite, the events whose documents the
+  write removed or replaced and those it added, so the process that holds the tantivy writer
+  applies other processes' writes by their difference; it trims what its index has committed.
 """
 
 from __future__ import annotations
@@ -178,4 +184,36 @@ session_versions = Table(
     # deleted and re-imported, say) is told apart even where the version numbers coincide.
     Column("generation", Text, nullable=False),
     PrimaryKeyConstraint("project"),
+)
+
+trace_turns = Table(
+    "trace_turns",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("trace_id", Text, nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("session_key", Text, nullable=False),
+    Column("source", Text, nullable=False),
+    Column("turn_id", Text, nullable=False),
+    # The turn's place in its session: ordered by (start_ns, trace_id).
+    Column("start_ns", TimestampNs, nullable=False),
+    Column("prompt", Text),
+    Column("touches", Integer, nullable=False),
+    Column("facts", JsonDocument, nullable=False),
+    PrimaryKeyConstraint("project", "trace_id"),
+    # A session's source (by key), its turns in place (by id), and erasing it.
+    index("trace_turns", "project", "session_key"),
+    index("trace_turns", "project", "session_id"),
+)
+
+search_log = Table(
+    "search_log",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("version", Count, nullable=False),
+    # Event ids, as JSON arrays: documents that go (events removed or changed), and documents
+    # that come (searchable events written).
+    Column("stale", JsonDocument, nullable=False),
+    Column("fresh", JsonDocument, nullable=False),
+    PrimaryKeyConstraint("project", "version"),
 )

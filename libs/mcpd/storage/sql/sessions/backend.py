@@ -37,6 +37,10 @@ class SearchBackend(SearchSide, Protocol):
         """Catch the index up with the read model; return how many sessions were re-indexed."""
         ...
 
+    def nudge(self) -> None:
+        """Catch an out-of-database index up soon (another process wrote). Never blocks."""
+        ...
+
     def rebuild(self) -> int:
         """Rebuild the index from the read model; return how many events it now holds."""
         ...

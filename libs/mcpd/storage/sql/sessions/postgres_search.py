@@ -115,6 +115,9 @@ class PostgresSearch:
         """Nothing to catch up: the vectors live in the read model's transactions."""
         return 0
 
+    def nudge(self) -> None:
+        """Nothing to catch up."""
+
     def rebuild(self) -> int:
         """Recompute every search row from the events (after an analyzer change)."""
         columns: list[Any] = [events.c.id, events.c.text, events.c.tool_name, events.c.payload]

@@ -104,28 +104,86 @@ def turn_row(project: str, turn: TurnRecord) -> Row:
 
 def event_row(project: str, event: EventRecord, *, harness: str, source: str) -> Row:
     """An events row with its row hash (harness and source included: they are filtered on)."""
-    return with_hash(
-        {
-            "project": project,
-            "id": event.id,
-            "session_id": event.session_id,
-            "turn_id": event.turn_id,
-            "ordinal": event.ordinal,
-            "seq": event.seq,
-            "type": str(event.type),
-            "timestamp_ns": nanos(event.timestamp),
-            "terminal": event.terminal,
-            "text": event.text,
-            "tool_name": event.tool_name,
-            "model": event.model,
-            "originating_model": event.originating_model,
-            "call_id": event.call_id,
-            "payload": event.payload,
-            "line": event.line,
-            "harness": harness,
-            "source": source,
-        }
-    )
+    return with_hash(_event_fields(project, event, harness, source, event.seq))
+
+
+def trace_event_row(project: str, event: EventRecord, *, harness: str, source: str) -> Row:
+    """An events row of a session built from traces. Its row hash leaves `seq` out: a trace
+    turn's events take their seq from the turn's ordinal, which moves when a trace sorts before
+    the turn; the writer then sets the seq of the turn's stored rows in place
+    (`mcpd.sessions.traces.SessionChange`), and an unchanged row must still hash the same. The
+    text is digested apart from the other columns' JSON, so it is hashed but never escaped:
+    these rows are built inside the trace store's write transaction."""
+    row = _event_fields(project, event, harness, source, event.seq)
+    for name in _TEXT_COLUMNS:
+        value = row[name]
+        if value and "\x00" in value:
+            row[name] = value.replace("\x00", "\ufffd")
+    if row["payload"] is not None:
+        row["payload"] = scrub_nul(row["payload"])
+    head = _encode([row[name] for name in _TRACE_EVENT_HASHED])
+    digest = hashlib.blake2b(head.encode("utf-8"), digest_size=16, person=b"mcpd-trace-evt")
+    digest.update(row["text"].encode("utf-8", "surrogatepass"))
+    row["row_hash"] = digest.hexdigest()
+    return row
+
+
+# What a trace event's row hash covers beside its text: every column but `seq` and the hash.
+_TRACE_EVENT_HASHED = (
+    "project",
+    "id",
+    "session_id",
+    "turn_id",
+    "ordinal",
+    "type",
+    "timestamp_ns",
+    "terminal",
+    "tool_name",
+    "model",
+    "originating_model",
+    "call_id",
+    "payload",
+    "line",
+    "harness",
+    "source",
+)
+# The columns of an events row that hold text.
+_TEXT_COLUMNS = (
+    "project",
+    "id",
+    "session_id",
+    "turn_id",
+    "text",
+    "tool_name",
+    "model",
+    "originating_model",
+    "call_id",
+    "harness",
+    "source",
+)
+
+
+def _event_fields(project: str, event: EventRecord, harness: str, source: str, seq: int) -> Row:
+    return {
+        "project": project,
+        "id": event.id,
+        "session_id": event.session_id,
+        "turn_id": event.turn_id,
+        "ordinal": event.ordinal,
+        "seq": seq,
+        "type": str(event.type),
+        "timestamp_ns": nanos(event.timestamp),
+        "terminal": event.terminal,
+        "text": event.text,
+        "tool_name": event.tool_name,
+        "model": event.model,
+        "originating_model": event.originating_model,
+        "call_id": event.call_id,
+        "payload": event.payload,
+        "line": event.line,
+        "harness": harness,
+        "source": source,
+    }
 
 
 def touch_row(project: str, position: int, touch: FileTouch, *, harness: str, source: str) -> Row:

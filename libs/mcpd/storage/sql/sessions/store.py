@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from sqlalchemy import Connection
 from sqlalchemy.engine import Engine
 
 from mcpd.sessions.model import AssembledSession, EventRecord, FileTouch, SessionRecord, TurnRecord
@@ -33,6 +34,7 @@ from mcpd.storage.sql.sessions import reads
 from mcpd.storage.sql.sessions.backend import SearchBackend
 from mcpd.storage.sql.sessions.postgres_search import PostgresSearch
 from mcpd.storage.sql.sessions.tantivy_search import TantivySearch
+from mcpd.storage.sql.sessions.traces import SqlTraceTurns
 from mcpd.storage.sql.sessions.writes import Unchanged, write_session
 
 Ends = tuple[str | None, str | None]
@@ -73,6 +75,17 @@ class SqlSessionStore:
         except Unchanged:
             return
         self._search.after_commit(written)
+
+    def trace_turns(self, transaction: object) -> SqlTraceTurns:
+        """The trace-session side of one trace-store write, on its connection (the trace store
+        shares this store's engine, so both write in one transaction)."""
+        if not isinstance(transaction, Connection):
+            raise TypeError("a SQL trace-store write passes its Connection")
+        return SqlTraceTurns(transaction, self._dialect, self._search, self._search.after_commit)
+
+    def nudge_search_index(self) -> None:
+        """Another process wrote the read model: the search index catches up soon."""
+        self._search.nudge()
 
     def reconcile_search_index(self) -> int:
         """Bring the search index in step with the read model (run on open); return how many

@@ -1,12 +1,17 @@
 """Search beside SQLite: the tantivy index (`mcpd.sessions.search.index`), kept in step.
 
-SQLite is the truth and commits first; the index follows. After each committed write the index
-applies the write's difference when it holds exactly the version before it (the usual case);
-otherwise it catches up: every session written after the version the index records is
-re-indexed from SQL, and a project whose generation differs (its database was re-created) or
-whose recorded version is ahead is re-indexed whole. The same catch-up runs for every project
-when the store opens (`reconcile`), so a crash between the SQL commit and the index commit, a
-deleted index directory or an analyzer change mend themselves; `rebuild` starts from empty.
+SQLite is the truth and commits first; the index follows. Every write also logs its difference
+in its own transaction (`search_log`: the events whose documents go and those that come, per
+read-model version). After each committed write the index applies the write's difference
+when it holds exactly the version before it (the usual case); otherwise it catches up: from
+the log when it holds every version since the index's (the documents of the events it names
+are dropped and those events that are still searchable indexed again, from SQL), else by
+re-indexing from SQL every session written after the version the index records; a project
+whose generation differs (its database was re-created) or whose recorded version is ahead is
+re-indexed whole. The same catch-up runs for every project when the store opens
+(`reconcile`), so a crash between the SQL commit and the index commit, a deleted index
+directory or an analyzer change mend themselves; `rebuild` starts from empty. The writer's
+holder trims the log up to what its index has committed.
 
 Commits are grouped: a write commits the index at once unless the last commit is less than
 `COMMIT_DELAY` old, in which case a timer commits shortly (a tantivy commit fsyncs, tens of
@@ -14,8 +19,13 @@ milliseconds; a bulk import would otherwise spend much of its time there). A sea
 the same process commits anything pending first, so a process always finds what it wrote; other
 processes see it within `COMMIT_DELAY` plus the reader's reload delay.
 
-Only one process can hold the writer: a process that finds it held (`IndexBusyError`) searches
-but leaves the index to the holder, which catches up on its next write.
+Only one process can hold the writer: the first to write takes it and keeps it. Every process
+writes the read model (the trace sessions of what it ingests, its transcript imports), so the
+holder also follows the others: every `FOLLOW_INTERVAL` seconds, or at once when nudged
+(`nudge`: another process said it wrote), it compares the index's marks with the read model's
+versions and catches up the projects that moved. A process that finds the writer held
+(`IndexBusyError`) searches but leaves the index to the holder, and tries to take the writer
+again only after `FOLLOW_INTERVAL` (the holder may have gone).
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, delete, insert, select
 from sqlalchemy.engine import Engine
 
 from mcpd.sessions.search.analysis import Unit
@@ -35,7 +45,7 @@ from mcpd.sessions.search.documents import IndexDoc, IndexFilter, Mark
 from mcpd.sessions.search.index import IndexBusyError, SearchIndex
 from mcpd.sessions.store import SearchQuery
 from mcpd.storage.sql.engine import read_connection
-from mcpd.storage.sql.schema.sessions import events, session_versions, sessions
+from mcpd.storage.sql.schema.sessions import events, search_log, session_versions, sessions
 from mcpd.storage.sql.sessions.backend import Ranked
 from mcpd.storage.sql.sessions.rows import Row, is_searchable, search_text
 from mcpd.storage.sql.sessions.writes import CHUNK, Written, chunks
@@ -44,6 +54,9 @@ log = logging.getLogger("mcpd.storage.sessions")
 
 # Seconds a write may wait for its index commit, to share it with the writes that follow.
 COMMIT_DELAY = 0.25
+# Seconds between the writer holder's looks at the read model for other processes' writes, and
+# how long a process that found the writer held leaves it alone.
+FOLLOW_INTERVAL = 1.0
 
 _DOC_COLUMNS = (
     "project",
@@ -78,20 +91,37 @@ def index_doc(row: Row) -> IndexDoc:
 class TantivySearch:
     """The embedded search backend: a tantivy index in `path`, opened on first use."""
 
-    def __init__(self, engine: Engine, path: Path) -> None:
+    def __init__(
+        self, engine: Engine, path: Path, *, follow_interval_s: float = FOLLOW_INTERVAL
+    ) -> None:
         self._engine = engine
         self._path = path
         self._lock = threading.RLock()
         self._index: SearchIndex | None = None
         self._last_commit = 0.0
         self._timer: threading.Timer | None = None
+        self._follow_interval_s = follow_interval_s
+        self._follower: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._closing = False
+        # Until when (monotonic) another process is taken to hold the writer.
+        self._busy_until = 0.0
 
     def in_transaction(self, conn: Connection, written: Written) -> None:
-        """Nothing: the index is written after the commit."""
+        """Log the write's difference for whichever process holds the index's writer (the index
+        itself is written after the commit)."""
+        fresh = [row["id"] for row in written.fresh_events if is_searchable(row)]
+        row = {"project": written.project, "version": written.version}
+        conn.execute(
+            insert(search_log), [{**row, "stale": list(written.stale_event_ids), "fresh": fresh}]
+        )
 
     def after_commit(self, written: Written) -> None:
-        """Apply the write's difference, or catch the project up; commit now or soon."""
+        """Apply the write's difference, or catch the project up; commit now or soon. The
+        first write that takes the writer starts following other processes' writes."""
         with self._lock:
+            if time.monotonic() < self._busy_until:
+                return  # the holder follows this write
             index = self._open()
             project = written.project
             try:
@@ -106,7 +136,41 @@ class TantivySearch:
                     self._catch_up(index, project)
                 self._commit_soon(index)
             except IndexBusyError as error:
-                log.warning("search index not updated: %s", error)
+                self._busy_until = time.monotonic() + self._follow_interval_s
+                log.info("search index left to its writer: %s", error)
+                return
+            self._follow()
+
+    def nudge(self) -> None:
+        """Have the follower (if this process holds the writer) look at the read model now."""
+        self._wake.set()
+
+    def catch_up(self) -> int:
+        """Catch up every project whose read-model version moved past the index's mark (what
+        other processes wrote); return how many sessions were re-indexed. Raises
+        IndexBusyError when another process holds the writer."""
+        with self._lock:
+            index = self._open()
+            with read_connection(self._engine) as conn:
+                current = {
+                    str(project): Mark(str(generation), int(version))
+                    for project, generation, version in conn.execute(
+                        select(
+                            session_versions.c.project,
+                            session_versions.c.generation,
+                            session_versions.c.version,
+                        )
+                    )
+                }
+            marks = index.marks()
+            behind = sorted(
+                {p for p, mark in current.items() if marks.get(p) != mark}
+                | (marks.keys() - current.keys())
+            )
+            count = sum(self._catch_up(index, project) for project in behind)
+            if behind:
+                self._commit_soon(index)
+            return count
 
     def rank(self, units: Sequence[Unit], query: SearchQuery) -> Ranked:
         """Rank with tantivy (BM25, block-max WAND), after committing this process's writes."""
@@ -154,11 +218,49 @@ class TantivySearch:
             return index.document_count()
 
     def close(self) -> None:
-        """Commit what is pending and release the writer lock."""
+        """Stop following, commit what is pending and release the writer lock."""
+        self._closing = True
+        self._wake.set()
+        if self._follower is not None:
+            self._follower.join()
         with self._lock:
             self.flush()
             if self._index is not None:
                 self._index.close()
+
+    def _follow(self) -> None:
+        """Start the follower once (this process holds the writer from now on)."""
+        if self._follower is None and not self._closing:
+            self._follower = threading.Thread(
+                target=self._run_follower, name="search-index-follower", daemon=True
+            )
+            self._follower.start()
+
+    def _run_follower(self) -> None:
+        while True:
+            self._wake.wait(self._follow_interval_s)
+            self._wake.clear()
+            if self._closing:
+                return
+            try:
+                self.catch_up()
+                self._trim_log()
+            except Exception:
+                log.exception("search index catch-up failed; retried at the next look")
+
+    def _trim_log(self) -> None:
+        """Forget the logged differences the index's last commit holds."""
+        with self._lock:
+            marks = self._open().committed_marks()
+        if not marks:
+            return
+        with self._engine.begin() as conn:
+            for project, mark in sorted(marks.items()):
+                conn.execute(
+                    delete(search_log).where(
+                        search_log.c.project == project, search_log.c.version <= mark.version
+                    )
+                )
 
     def _open(self) -> SearchIndex:
         with self._lock:
@@ -195,6 +297,20 @@ class TantivySearch:
             # A process that only searches must not keep the lock from the one that writes.
             index.release_writer()
 
+    def _apply_log(
+        self, index: SearchIndex, conn: Connection, project: str, named: set[str], truth: Mark
+    ) -> int:
+        """Replace the documents of the events the log names by their current ones; return
+        how many sessions they are of."""
+        ids = sorted(named)
+        docs = list(_docs_of_events(conn, project, ids))
+        index.update(
+            delete_events=[(project, event_id) for event_id in ids],
+            docs=docs,
+            marks={project: truth},
+        )
+        return len({doc.session_id for doc in docs})
+
     def _catch_up(self, index: SearchIndex, project: str) -> int:
         """Re-index what the index lacks of `project`; return how many sessions."""
         mark = index.marks().get(project)
@@ -212,6 +328,10 @@ class TantivySearch:
                 return 0
             whole = mark is None or mark.generation != truth.generation
             whole = whole or mark is None or mark.version > truth.version
+            if not whole and mark is not None:
+                logged = _logged(conn, project, mark.version, truth.version)
+                if logged is not None:
+                    return self._apply_log(index, conn, project, logged, truth)
             since = 0 if whole or mark is None else mark.version
             ids = list(
                 conn.execute(
@@ -229,6 +349,27 @@ class TantivySearch:
         return len(ids)
 
 
+def _logged(conn: Connection, project: str, since: int, until: int) -> set[str] | None:
+    """The events the log names for the versions after `since` up to `until`, or None when it
+    lacks one of them (trimmed, or written before the log was kept)."""
+    found: set[str] = set()
+    versions: list[int] = []
+    rows = conn.execute(
+        select(search_log.c.version, search_log.c.stale, search_log.c.fresh)
+        .where(
+            search_log.c.project == project,
+            search_log.c.version > since,
+            search_log.c.version <= until,
+        )
+        .order_by(search_log.c.version)
+    )
+    for version, stale, fresh in rows:
+        versions.append(int(version))
+        found.update(stale)
+        found.update(fresh)
+    return found if versions == list(range(since + 1, until + 1)) else None
+
+
 def _docs(conn: Connection, project: str, session_ids: list[str] | None) -> Iterator[IndexDoc]:
     """The documents of the project's searchable events (of `session_ids`, when given)."""
     columns: list[Any] = [events.c[name] for name in _DOC_COLUMNS]
@@ -239,5 +380,15 @@ def _docs(conn: Connection, project: str, session_ids: list[str] | None) -> Iter
             statement = statement.where(events.c.session_id.in_(scope))
         result = conn.execute(statement.execution_options(yield_per=CHUNK))
         for row in result.mappings():
+            if is_searchable(row):
+                yield index_doc(dict(row))
+
+
+def _docs_of_events(conn: Connection, project: str, event_ids: list[str]) -> Iterator[IndexDoc]:
+    """The documents of those of these events that exist and are searchable."""
+    columns: list[Any] = [events.c[name] for name in _DOC_COLUMNS]
+    for chunk in chunks(event_ids):
+        statement = select(*columns).where(events.c.project == project, events.c.id.in_(chunk))
+        for row in conn.execute(statement).mappings():
             if is_searchable(row):
                 yield index_doc(dict(row))

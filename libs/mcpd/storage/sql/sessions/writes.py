@@ -39,10 +39,10 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Written:
-    """What one committed write changed, for the search side."""
+    """What one committed write changed, for the search side (one read-model version of a
+    project: one session, or the trace sessions of one trace-store write)."""
 
     project: str
-    session_id: str
     generation: str
     version: int
     # Events that vanished or changed (their old documents go), and event rows that are new or
@@ -102,7 +102,7 @@ def write_session(
         )
     )
     insert_rows(conn, file_touches, touch_rows)
-    written = Written(project, session_id, generation, version, stale, fresh)
+    written = Written(project, generation, version, stale, fresh)
     search.in_transaction(conn, written)
     return written
 
@@ -129,14 +129,26 @@ def replace_keyed(
 ) -> tuple[list[str], list[Row]]:
     """Make the session's rows in `table` (keyed by `id`, with `row_hash`) equal `rows`,
     writing only the difference; return the ids deleted and the rows inserted."""
-    existing: dict[str, str] = {
-        row_id: row_hash
-        for row_id, row_hash in conn.execute(
-            select(table.c.id, table.c.row_hash).where(
-                table.c.project == project, table.c.session_id == session_id
-            )
+    return replace_among(conn, table, project, table.c.session_id, [session_id], rows)
+
+
+def replace_among(
+    conn: Connection,
+    table: Table,
+    project: str,
+    column: Any,
+    values: Sequence[str],
+    rows: Sequence[Row],
+) -> tuple[list[str], list[Row]]:
+    """Make the project's rows in `table` (keyed by `id`, with `row_hash`) whose `column` is
+    one of `values` equal `rows`, writing only the difference; return the ids deleted and the
+    rows inserted."""
+    existing: dict[str, str] = {}
+    for chunk in chunks(values):
+        statement = select(table.c.id, table.c.row_hash).where(
+            table.c.project == project, column.in_(chunk)
         )
-    }
+        existing.update((str(i), str(h)) for i, h in conn.execute(statement))
     wanted = {row["id"]: row for row in rows}
     stale = [
         row_id

@@ -12,11 +12,11 @@ projection, facets, search text) is in `mcpd.signals`.
 from mcpd.storage.sql.signals.reads import (
     facet_value_count,
     held_traces,
-    session_spans,
     trace_detail_json,
     trace_records,
 )
 from mcpd.storage.sql.signals.writes import (
+    Follow,
     bind_batches,
     release_held,
     write_batches,
@@ -24,11 +24,11 @@ from mcpd.storage.sql.signals.writes import (
 )
 
 __all__ = [
+    "Follow",
     "bind_batches",
     "facet_value_count",
     "held_traces",
     "release_held",
-    "session_spans",
     "trace_detail_json",
     "trace_records",
     "write_batches",

@@ -71,6 +71,7 @@ from mcpd.storage.sql.schema.sessions import (
     file_touches,
     session_versions,
     sessions,
+    trace_turns,
     turns,
 )
 from mcpd.storage.sql.schema.trace import (
@@ -114,7 +115,7 @@ _OWN_ROWS: tuple[Table, ...] = (logs, metrics, scores, feedback, aspect_notes)
 # Tables whose rows feed a trace's projection.
 _PROJECTED = frozenset({"spans", "scores", "feedback"})
 # The rows of the session read model, per session id (sessions themselves are keyed by id).
-_SESSION_ROWS: tuple[Table, ...] = (event_search, file_touches, events, turns)
+_SESSION_ROWS: tuple[Table, ...] = (event_search, file_touches, events, turns, trace_turns)
 # The tables each retention signal counts rows of.
 _COUNTED: Mapping[str, tuple[str, ...]] = {
     "spans": ("traces", "spans", "held_spans", "aspect_notes"),
@@ -268,7 +269,9 @@ def _erase_sessions(
             select(sessions.c.id).where(sessions.c.project == project, or_(*wanted))
         ).scalars()
     )
-    for chunk in chunks(ids):
+    # A trace session none of whose traces made an event yet has trace states and no row.
+    unlisted = _unlisted_trace_sessions(conn, project, trace_session_keys, named) - set(ids)
+    for chunk in chunks([*ids, *sorted(unlisted)]):
         for table in _SESSION_ROWS:
             conn.execute(
                 delete(table).where(table.c.project == project, table.c.session_id.in_(chunk))
@@ -286,6 +289,20 @@ def _erase_sessions(
             .values(version=session_versions.c.version + 1, generation=uuid.uuid4().hex)
         )
     return len(ids)
+
+
+def _unlisted_trace_sessions(
+    conn: Connection, project: str, keys: set[str], named: str | None
+) -> set[str]:
+    """The ids of the trace sessions with these keys (or `named`) that have trace states."""
+    wanted = sorted(keys | ({named} if named is not None else set()))
+    found: set[str] = set()
+    for chunk in chunks(wanted):
+        statement = select(trace_turns.c.session_id).where(
+            trace_turns.c.project == project, trace_turns.c.session_key.in_(chunk)
+        )
+        found.update(conn.execute(statement.distinct()).scalars())
+    return found
 
 
 # --- retention ---------------------------------------------------------------------------------

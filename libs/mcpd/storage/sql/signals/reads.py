@@ -21,7 +21,6 @@ from mcpd.signals.batch import HeldTrace, TraceRecords
 from mcpd.signals.documents import PAYLOADS
 from mcpd.signals.projection import HELD_SPAN_FIELDS, order_spans, summarize_held
 from mcpd.signals.rows import (
-    SESSION_SPAN_COLUMNS,
     FeedbackRow,
     LogRow,
     ScoreRow,
@@ -121,25 +120,6 @@ def trace_detail_json(
     ordered = cast(list[dict[str, Any]], order_spans(cast(list[SpanRow], keys)))
     spans_json = documents.stored_spans_json([key["texts"] for key in ordered])
     return documents.detail_json(attached, spans_json)
-
-
-def session_spans(conn: Connection, project: str, session_id: str, *, limit: int) -> list[SpanRow]:
-    """The newest `limit` spans of one session, oldest first (see `TraceStore.session_spans`).
-
-    Served by the index on spans(project, session_id); the newest are taken in descending
-    order and turned around here."""
-    if not session_id or limit < 1:
-        return []
-    spans = schema.spans
-    statement = (
-        select(*(spans.c[name] for name in SESSION_SPAN_COLUMNS))
-        .where(spans.c.project == project, spans.c.session_id == session_id)
-        .order_by(spans.c.start_time.desc(), spans.c.span_id.desc(), spans.c.trace_id.desc())
-        .limit(limit)
-    )
-    rows = rows_of(conn, statement)
-    rows.reverse()
-    return cast(list[SpanRow], rows)
 
 
 def held_traces(conn: Connection) -> list[HeldTrace]:

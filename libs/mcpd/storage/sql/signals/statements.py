@@ -533,9 +533,12 @@ _TAKE_LOCKS = select(func.pg_advisory_xact_lock(_KEYS.c.k)).select_from(_KEYS)
 
 def trace_lock_key(project: str, trace_id: str) -> int:
     """The advisory lock key of one trace: 64 bits of a digest, the same in every process."""
-    digest = hashlib.blake2b(
-        f"{project}\x00{trace_id}".encode(), digest_size=8, person=b"mcpd-trace"
-    ).digest()
+    return lock_key(b"mcpd-trace", project, trace_id)
+
+
+def lock_key(kind: bytes, project: str, name: str) -> int:
+    """The advisory lock key of one thing of `kind` (at most 16 bytes) in a project."""
+    digest = hashlib.blake2b(f"{project}\x00{name}".encode(), digest_size=8, person=kind).digest()
     return int.from_bytes(digest, "big", signed=True)
 
 
@@ -547,12 +550,18 @@ def lock_traces(conn: Connection, dialect: SqlDialect, traces: Sequence[tuple[st
     sorted array in order and the locks are taken as the rows are produced. SQLite needs
     nothing: BEGIN IMMEDIATE already made this the only writer.
     """
+    take_locks(conn, dialect, [trace_lock_key(project, trace_id) for project, trace_id in traces])
+
+
+def take_locks(conn: Connection, dialect: SqlDialect, keys: Iterable[int]) -> None:
+    """Take these advisory locks until the transaction ends, in ascending order (PostgreSQL;
+    nothing on SQLite, whose BEGIN IMMEDIATE made this the only writer)."""
     match dialect:
         case SqlDialect.SQLITE:
             return
         case SqlDialect.POSTGRES:
-            keys = sorted({trace_lock_key(project, trace_id) for project, trace_id in traces})
-            if keys:
-                conn.execute(_TAKE_LOCKS, {"keys": keys})
+            ordered = sorted(set(keys))
+            if ordered:
+                conn.execute(_TAKE_LOCKS, {"keys": ordered})
         case _:
             assert_never(dialect)

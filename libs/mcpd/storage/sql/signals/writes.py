@@ -27,6 +27,9 @@
    then the facet values (`last_seen` is the batch's arrival, and only ever moves forward).
    Spans, logs and projection rows carry the transaction's arrival sequence
    (`statements.next_arrival`), and the upserts of spans and logs keep the search index.
+6. **Followers**: when spans were written, the caller's `follow` is given them and the touched
+   traces' projections, still inside the transaction (the sessions of those traces,
+   `mcpd.sessions.traces`). Tail sampling's release does the same with the spans it moved.
 
 Every statement that takes row locks takes them in key order, and the phases run in the same
 order in every writer, so two PostgreSQL writers cannot deadlock.
@@ -34,7 +37,7 @@ order in every writer, so two PostgreSQL writers cannot deadlock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, cast
@@ -99,6 +102,10 @@ class BoundGroup:
     batches: list[BoundBatch]
     gathered: _Gathered
     alone: dict[TraceKey, TraceRow]
+
+    def span_rows(self) -> list[SpanRow]:
+        """The span rows the write holds, as though every batch is written."""
+        return cast(list[SpanRow], self.gathered.rows(spans))
 
 
 def bind_batches(dialect: SqlDialect, batches: Sequence[SignalBatch]) -> BoundGroup:
@@ -192,6 +199,10 @@ def _note_facets(into: dict[FacetValue, int], found: Iterable[FacetValue], seen:
             into[facet] = seen
 
 
+Follow = Callable[[Sequence[SpanRow], Sequence[TraceRow]], None]
+"""What a write tells its follower: the span rows it wrote, the touched traces' projections."""
+
+
 def write_batches(
     conn: Connection, dialect: SqlDialect, batches: Sequence[SignalBatch]
 ) -> list[bool]:
@@ -199,8 +210,11 @@ def write_batches(
     return write_bound(conn, dialect, bind_batches(dialect, batches))
 
 
-def write_bound(conn: Connection, dialect: SqlDialect, group: BoundGroup) -> list[bool]:
-    """`write_batches` of batches already bound (`bind_batches`), in the caller's transaction."""
+def write_bound(
+    conn: Connection, dialect: SqlDialect, group: BoundGroup, follow: Follow | None = None
+) -> list[bool]:
+    """`write_batches` of batches already bound (`bind_batches`), in the caller's transaction;
+    `follow`, when given, is told what was written (step 6)."""
     written = claim_keys(conn, dialect, [item.batch for item in group.batches])
     if all(written):
         gathered, alone = group.gathered, group.alone
@@ -223,6 +237,8 @@ def write_bound(conn: Connection, dialect: SqlDialect, group: BoundGroup) -> lis
         _write(conn, dialect, table, gathered.tables[table.name], arrival)
     _upsert_traces(conn, dialect, projected, arrival)
     _upsert_facets(conn, dialect, gathered.facets)
+    if follow is not None and gathered.tables["spans"]:
+        follow(cast(list[SpanRow], gathered.rows(spans)), projected)
     return written
 
 
@@ -251,9 +267,15 @@ def claim_keys(conn: Connection, dialect: SqlDialect, batches: Sequence[SignalBa
 
 
 def release_held(
-    conn: Connection, dialect: SqlDialect, project: str, keep: Sequence[str], drop: Sequence[str]
+    conn: Connection,
+    dialect: SqlDialect,
+    project: str,
+    keep: Sequence[str],
+    drop: Sequence[str],
+    follow: Follow | None = None,
 ) -> int:
-    """`TraceStore.release_held` inside the caller's transaction; returns the spans moved.
+    """`TraceStore.release_held` inside the caller's transaction; returns the spans moved, which
+    `follow`, when given, is told about with their traces' projections.
 
     The held rows are taken with `DELETE ... RETURNING`, so exactly the spans deleted are the
     spans moved, and the traces' locks keep a concurrent writer from holding one more span of a
@@ -294,6 +316,8 @@ def release_held(
     facets: dict[FacetValue, int] = {}
     _note_facets(facets, span_facets(cast(Iterable[SpanRow], moved.values())), latest)
     _upsert_facets(conn, dialect, facets)
+    if follow is not None:
+        follow([cast(SpanRow, moved[key]) for key in sorted(moved)], projected)
     return len(moved)
 
 
