@@ -20,7 +20,7 @@ embedded SQLite trace store opened as ``mcpd serve`` opens it, and charges the p
   serve``), the commit and the checkpoints it triggers.
 
 ``per_transaction`` requests go into one transaction, as the group commit does under load. The
-HTTP or gRPC front and the relay to the ingest workers are not in these figures. The last line
+HTTP or gRPC front is not in these figures. The last line
 is what a target rate leaves per span on this machine: its usable cores divided by the rate
 (every stage, and the front, must fit in it together).
 
