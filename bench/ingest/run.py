@@ -180,8 +180,10 @@ class IngestConfig:
     profile_dir: Path | None = None
     py_spy: Path | None = None
     profile_gil: bool = False
-    # mcpd's `ingest.workers` (None: the product default, one per core).
+    # mcpd's `serve.processes` (None: the product default, one per core).
     processes: int | None = None
+    # Every trace a turn of a session (the session read model kept in the spans' transaction).
+    sessions: bool = True
 
     def __post_init__(self) -> None:
         if self.seconds <= 0 or self.warmup_seconds < 0 or self.drain_timeout_s < 0:
@@ -688,7 +690,7 @@ async def run_async(config: IngestConfig) -> dict[str, Any]:
     for payload in sorted({case.payload for case in cases}, key=PAYLOADS.index):
         began = time.perf_counter()
         corpora[payload] = await asyncio.to_thread(
-            build_corpus, payload, templates=config.templates
+            build_corpus, payload, templates=config.templates, sessions=config.sessions
         )
         print(
             f"corpus {payload}: {corpora[payload].describe()} "
@@ -752,6 +754,7 @@ async def run_async(config: IngestConfig) -> dict[str, Any]:
             "processes": config.processes
             if config.processes is not None
             else "default (one per core, at most 4)",
+            "sessions": config.sessions,
             "client": "this process (one asyncio loop); servers in their own process groups",
         },
         "corpus": {name: corpus.describe() for name, corpus in corpora.items()},
@@ -876,6 +879,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="mcpd's serve.processes (default: the product default, one per core)",
     )
+    parser.add_argument(
+        "--no-sessions",
+        action="store_true",
+        help="spans carry no session id, so ingest keeps no sessions from traces",
+    )
     return parser
 
 
@@ -901,6 +909,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         py_spy=args.py_spy,
         profile_gil=args.profile_gil,
         processes=args.processes,
+        sessions=not args.no_sessions,
     )
     payload = run(config)
     return 1 if payload["not_measured"] and not payload["results"] else 0

@@ -87,7 +87,7 @@ class LogicalSpan:
     name: str
     start_ns: int
     end_ns: int
-    session_id: str
+    session_id: str | None
     attributes: dict[str, Any]
     """GenAI attributes other than the payload, usage, model and sampling settings."""
     input: Any
@@ -178,12 +178,15 @@ class _Ids:
 
 
 def _trace(
-    rng: random.Random, ids: _Ids, spans: int, start_ns: int, number: int
+    rng: random.Random, ids: _Ids, spans: int, start_ns: int, number: int, sessions: bool
 ) -> list[LogicalSpan]:
-    """One agent run of ``spans`` spans (root, then chat/tool in turn, ending on chat)."""
+    """One agent run of ``spans`` spans (root, then chat/tool in turn, ending on chat), each
+    span carrying the run's session id when ``sessions``."""
     trace_id = ids.trace()
     root_id = ids.span()
-    session = f"session-{rng.randrange(1_000_000):06d}"
+    # Drawn either way, so that a corpus without sessions differs from one with them in that alone.
+    drawn = rng.randrange(1_000_000)
+    session = f"session-{drawn:06d}" if sessions else None
     agent = rng.choice(("support-agent", "billing-agent", "triage-agent"))
     children: list[LogicalSpan] = []
     clock = start_ns + 1_000_000
@@ -324,7 +327,8 @@ def otlp_attributes(span: LogicalSpan) -> dict[str, Any]:
                 "gen_ai.usage.reasoning.output_tokens": span.usage["reasoning"],
             }
         )
-    attributes["gen_ai.conversation.id"] = span.session_id
+    if span.session_id is not None:
+        attributes["gen_ai.conversation.id"] = span.session_id
     if span.role == "tool":
         attributes["gen_ai.tool.call.arguments"] = _dumps(span.input)
         attributes["gen_ai.tool.call.result"] = span.output
@@ -419,9 +423,10 @@ def native_span(span: LogicalSpan, service: str) -> dict[str, Any]:
             "environment": "bench",
             "service_name": service,
             "service_version": "1.4.2",
-            "session_id": span.session_id,
         },
     }
+    if span.session_id is not None:
+        body["correlation"]["session_id"] = span.session_id
     if span.parent_span_id is not None:
         body["parent_span_id"] = span.parent_span_id.hex()
     if span.entity_id is not None:
@@ -478,9 +483,16 @@ def _fit(span: LogicalSpan, target: int, rng: random.Random) -> None:
 
 
 def request_spans(
-    rng: random.Random, ids: _Ids, target: int, start_ns: int, count: int = SPANS_PER_REQUEST
+    rng: random.Random,
+    ids: _Ids,
+    target: int,
+    start_ns: int,
+    count: int = SPANS_PER_REQUEST,
+    *,
+    sessions: bool = True,
 ) -> list[LogicalSpan]:
-    """``count`` spans in traces of about ten, each fitted to ``target`` OTLP bytes."""
+    """``count`` spans in traces of about ten, each fitted to ``target`` OTLP bytes; every trace
+    is a turn of a session when ``sessions``."""
     spans: list[LogicalSpan] = []
     number = 0
     while len(spans) < count:
@@ -488,7 +500,7 @@ def request_spans(
         remaining = count - len(spans)
         if remaining - size < 2:
             size = remaining
-        trace = _trace(rng, ids, size, start_ns + number * 20_000_000, number)
+        trace = _trace(rng, ids, size, start_ns + number * 20_000_000, number, sessions)
         for span in trace:
             _fit(span, target, rng)
         spans.extend(trace)
@@ -632,8 +644,11 @@ def build_corpus(
     seed: int = 0,
     spans_per_request: int = SPANS_PER_REQUEST,
     start_ns: int | None = None,
+    sessions: bool = True,
 ) -> Corpus:
-    """Generate and encode ``templates`` distinct requests (and warm-up ones) of ``payload``."""
+    """Generate and encode ``templates`` distinct requests (and warm-up ones) of ``payload``;
+    with ``sessions`` false no span carries a session id (ingest without the session read
+    model's work)."""
     target = SIZES[payload]
     rng = random.Random(f"{seed}:{payload}")
     ids = _Ids(random.Random(f"{seed}:{payload}:ids"))
@@ -648,7 +663,9 @@ def build_corpus(
         + [(probe, PROBE_SPANS, WARMUP_SERVICE)] * 2
     )
     for number, (into, count, service) in enumerate(plan):
-        spans = request_spans(rng, ids, target, base + number * 60_000_000_000, count)
+        spans = request_spans(
+            rng, ids, target, base + number * 60_000_000_000, count, sessions=sessions
+        )
         if into is measured:
             sizes.extend(otlp_span(span).ByteSize() for span in spans)
         for encoding in ("otlp", "native"):

@@ -20,11 +20,14 @@ embedded SQLite trace store opened as ``mcpd serve`` opens it, and charges the p
   serve``), the commit and the checkpoints it triggers.
 
 ``per_transaction`` requests go into one transaction, as the group commit does under load. The
-HTTP or gRPC front is not in these figures. The last line
-is what a target rate leaves per span on this machine: its usable cores divided by the rate
-(every stage, and the front, must fit in it together).
+HTTP or gRPC front is not in these figures. Each payload is measured twice by default
+(``--sessions both``): with every span carrying its trace's session id, so each trace becomes a
+turn of a session, and with no session ids, which leaves the session read model out; the
+difference is what keeping sessions from traces costs. The last line is what a target rate
+leaves per span on this machine: its usable cores divided by the rate (every stage, and the
+front, must fit in it together).
 
-Output: a table per payload and ``bench/results/ingest_stages.json``.
+Output: a table per payload and way, and ``bench/results/ingest_stages.json``.
 """
 
 from __future__ import annotations
@@ -73,6 +76,8 @@ PROJECT = "default"
 TARGET_SPANS_PER_S = 20_000
 DEFAULT_REQUESTS = 48
 DEFAULT_PER_TRANSACTION = 4
+# --sessions: whether the corpus's spans carry session ids.
+SESSIONS = {"both": (True, False), "on": (True,), "off": (False,)}
 DESCRIPTION = (
     "CPU per span of each stage of OTLP ingest (decode, map, prepare, bind, write) on the "
     "embedded SQLite store, one process, no servers"
@@ -87,6 +92,7 @@ class StageFigures:
     """CPU microseconds per span of each stage, for `spans` spans of one payload."""
 
     payload: str
+    sessions: bool
     spans: int
     stored: int
     per_span_us: dict[str, float]
@@ -105,6 +111,7 @@ class StageFigures:
     def to_dict(self) -> dict[str, Any]:
         return {
             "payload": self.payload,
+            "sessions": self.sessions,
             "spans": self.spans,
             "stored": self.stored,
             "per_span_us": self.per_span_us,
@@ -126,9 +133,11 @@ class _Clock:
         return result
 
 
-def measure(corpus: Corpus, *, requests: int, per_transaction: int, data_dir: Path) -> StageFigures:
-    """Run `requests` OTLP requests of `corpus` through every stage, on a new trace store in
-    `data_dir`; see the module docstring."""
+def measure(
+    corpus: Corpus, *, sessions: bool, requests: int, per_transaction: int, data_dir: Path
+) -> StageFigures:
+    """Run `requests` OTLP requests of `corpus` (built with `sessions` or without) through every
+    stage, on a new trace store in `data_dir`; see the module docstring."""
     templates = corpus.measured["otlp"]
     clock = SystemClock()
     stores = open_stores("sqlite", data_dir=data_dir, postgres_url=None, clickhouse_url=None)
@@ -180,6 +189,7 @@ def measure(corpus: Corpus, *, requests: int, per_transaction: int, data_dir: Pa
         raise AssertionError(f"{spans} spans were written but the store holds {stored}")
     return StageFigures(
         payload=corpus.payload,
+        sessions=sessions,
         spans=spans,
         stored=stored,
         per_span_us={stage: 1e6 * seconds / spans for stage, seconds in spent.spent.items()},
@@ -211,6 +221,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--requests", type=int, default=DEFAULT_REQUESTS, help="requests of 512 spans each"
     )
     parser.add_argument("--per-transaction", type=int, default=DEFAULT_PER_TRANSACTION)
+    parser.add_argument(
+        "--sessions",
+        choices=sorted(SESSIONS),
+        default="both",
+        help="spans with session ids, without, or each way in turn",
+    )
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--output", default=NAME)
     return parser
@@ -219,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run(
     payloads: Sequence[str] = ("1kb", "10kb"),
     *,
+    sessions: Sequence[bool] = (True, False),
     requests: int = DEFAULT_REQUESTS,
     per_transaction: int = DEFAULT_PER_TRANSACTION,
     results_dir: Path = RESULTS_DIR,
@@ -229,15 +246,19 @@ def run(
     budget = cores * 1e6 / TARGET_SPANS_PER_S
     figures: list[StageFigures] = []
     for payload in payloads:
-        with tempfile.TemporaryDirectory(prefix="mcpd-stages-") as data_dir:
-            found = measure(
-                build_corpus(payload),
-                requests=requests,
-                per_transaction=per_transaction,
-                data_dir=Path(data_dir),
-            )
-        figures.append(found)
-        print_table(f"Ingest stages, {payload}, {found.spans} spans (CPU per span)", found.rows())
+        for with_sessions in sessions:
+            with tempfile.TemporaryDirectory(prefix="mcpd-stages-") as data_dir:
+                found = measure(
+                    build_corpus(payload, sessions=with_sessions),
+                    sessions=with_sessions,
+                    requests=requests,
+                    per_transaction=per_transaction,
+                    data_dir=Path(data_dir),
+                )
+            figures.append(found)
+            kept = "sessions kept" if with_sessions else "no session ids"
+            title = f"Ingest stages, {payload}, {kept}, {found.spans} spans (CPU per span)"
+            print_table(title, found.rows())
     print(
         f"{TARGET_SPANS_PER_S:,} spans/s on {cores} cores leaves {budget:.0f} us of CPU per span "
         "for every stage and the front together."
@@ -263,6 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     run(
         args.payload,
+        sessions=SESSIONS[args.sessions],
         requests=args.requests,
         per_transaction=args.per_transaction,
         results_dir=args.results_dir,

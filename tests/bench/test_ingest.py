@@ -202,9 +202,27 @@ def test_profile_summary_charges_library_time_to_mcpd_frames() -> None:
     assert "60.0%" in profile.render(summary, top=3)
 
 
+def test_a_corpus_without_sessions_differs_only_in_its_session_ids() -> None:
+    kept, left_out = (
+        build_corpus(
+            "1kb", templates=1, warmup_templates=1, spans_per_request=32, seed=5, sessions=s
+        )
+        for s in (True, False)
+    )
+    with_ids, without = (_otlp_spans(c.measured["otlp"][0].body) for c in (kept, left_out))
+    conversation = "gen_ai.conversation.id"
+    assert all(any(a.key == conversation for a in span.attributes) for span in with_ids)
+    assert not any(a.key == conversation for span in without for a in span.attributes)
+    assert [s.span_id for s in with_ids] == [s.span_id for s in without]
+    native = json.loads(left_out.measured["native"][0].body)
+    assert all("session_id" not in span["correlation"] for span in native["spans"])
+    native_kept = json.loads(kept.measured["native"][0].body)
+    assert all(span["correlation"]["session_id"] for span in native_kept["spans"])
+
+
 def test_stage_bench_charges_every_stage_and_stores_every_span(tmp_path: Path) -> None:
     corpus = build_corpus("1kb", templates=2, warmup_templates=1, spans_per_request=32, seed=5)
-    found = stages.measure(corpus, requests=3, per_transaction=2, data_dir=tmp_path)
+    found = stages.measure(corpus, sessions=True, requests=3, per_transaction=2, data_dir=tmp_path)
     assert (found.spans, found.stored) == (96, 96)
     assert list(found.per_span_us) == list(stages.STAGES)
     assert all(us > 0 for us in found.per_span_us.values())
@@ -219,8 +237,11 @@ def test_stage_bench_is_registered_and_writes_its_result(tmp_path: Path) -> None
     document = stages.run(["1kb"], requests=1, per_transaction=1, results_dir=tmp_path)
     written = json.loads((tmp_path / f"{stages.NAME}.json").read_text())
     assert written["results"] == document["results"]
-    assert [result["payload"] for result in written["results"]] == ["1kb"]
-    assert written["results"][0]["stored"] == 512
+    assert [(r["payload"], r["sessions"]) for r in written["results"]] == [
+        ("1kb", True),
+        ("1kb", False),
+    ]
+    assert [r["stored"] for r in written["results"]] == [512, 512]
     assert written["target"]["budget_us"] == pytest.approx(
         written["target"]["cores"] * 1e6 / stages.TARGET_SPANS_PER_S
     )

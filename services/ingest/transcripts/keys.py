@@ -11,10 +11,16 @@ import base64
 import hashlib
 from collections import Counter
 
+# 26 base32 characters are 130 bits: they come from the digest's first 17 bytes alone, and
+# base32 encodes 5 bytes at a time, so encoding the first 20 gives the same 26 characters as
+# encoding all 32, in fewer steps (ids are made for every event a trace write touches).
+_ENCODED_BYTES = 20
+
 
 def _digest(*parts: str) -> str:
     joined = "\x1f".join(parts).encode("utf-8")
-    return base64.b32encode(hashlib.sha256(joined).digest()).decode("ascii").lower()[:26]
+    head = hashlib.sha256(joined).digest()[:_ENCODED_BYTES]
+    return base64.b32encode(head).decode("ascii").lower()[:26]
 
 
 def session_id(source: str, session_key: str) -> str:
