@@ -245,26 +245,40 @@ def test_embedded_is_one_pod_on_sqlite_and_a_volume(rendered: Rendered) -> None:
     assert config["data"]["MCPD_STORAGE_BACKEND"] == "sqlite"
 
 
+def _assert_grpc_servers_alone_mount(
+    objects: list[dict[str, Any]], target: str, variable: str, path: str, file: cd.MountedFile
+) -> list[dict[str, Any]]:
+    """Every container that serves gRPC, and no other, has `variable` naming `path` and `file`
+    mounted there; the servers are every gRPC role (one all-in-one pod on the embedded
+    overlay). Returns the serving workloads."""
+    serving = set()
+    servers = []
+    for workload in cd.workloads(objects):
+        for container in containers(workload):
+            label = f"{target}: {cd.describe(workload)}: {container['name']}"
+            env = cd.container_environment(container, objects).values
+            mounted = cd.mounted_file(workload, container, path)
+            if not cd.serves_grpc(workload, container):
+                assert variable not in env, label
+                assert mounted is None, label
+                continue
+            serving.add(cd.role_of(workload))
+            servers.append(workload)
+            assert env[variable] == path, label
+            assert mounted == file, label
+    expected = {cd.ALL_IN_ONE} if target == "overlays/embedded" else set(cd.GRPC_ROLES)
+    assert serving == expected, target
+    return servers
+
+
 def test_every_grpc_server_mounts_the_keys_secret(rendered: Rendered) -> None:
+    # The gateway forwards credentials; `mcpd migrate` authenticates nobody.
+    file = cd.MountedFile("secret", "mcpd-keys", "keys.toml", True, 0o440)
     for target in TARGETS:
-        objects = rendered(target)
-        serving = set()
-        for workload in cd.workloads(objects):
-            for container in containers(workload):
-                label = f"{target}: {cd.describe(workload)}: {container['name']}"
-                env = cd.container_environment(container, objects).values
-                mounted = cd.mounted_file(workload, container, KEYS_PATH)
-                if not cd.serves_grpc(workload, container):
-                    # The gateway forwards credentials; `mcpd migrate` authenticates nobody.
-                    assert "MCPD_SECURITY_KEYS_FILE" not in env, label
-                    assert mounted is None, label
-                    continue
-                serving.add(cd.role_of(workload))
-                assert env["MCPD_SECURITY_KEYS_FILE"] == KEYS_PATH, label
-                assert mounted == cd.MountedFile("secret", "mcpd-keys", "keys.toml", True, 0o440)
-                assert cd.pod_spec(workload)["securityContext"]["fsGroup"] == 10001
-        expected = {cd.ALL_IN_ONE} if target == "overlays/embedded" else set(cd.GRPC_ROLES)
-        assert serving == expected, target
+        servers = _assert_grpc_servers_alone_mount(
+            rendered(target), target, "MCPD_SECURITY_KEYS_FILE", KEYS_PATH, file
+        )
+        assert all(cd.pod_spec(w)["securityContext"]["fsGroup"] == 10001 for w in servers)
 
 
 def test_keys_secret_is_documented_by_an_example_mcpd_accepts() -> None:
@@ -285,26 +299,12 @@ def test_keys_secret_is_documented_by_an_example_mcpd_accepts() -> None:
 
 
 def test_every_grpc_server_and_only_they_mount_the_service_credential(rendered: Rendered) -> None:
+    # The gateway never presents it; `mcpd migrate` calls no service.
+    file = cd.MountedFile("secret", "mcpd-service-credential", "service.credential", True, 0o440)
     for target in TARGETS:
         objects = rendered(target)
-        serving = set()
-        for workload in cd.workloads(objects):
-            for container in containers(workload):
-                label = f"{target}: {cd.describe(workload)}: {container['name']}"
-                env = cd.container_environment(container, objects).values
-                mounted = cd.mounted_file(workload, container, SERVICE_PATH)
-                if not cd.serves_grpc(workload, container):
-                    # The gateway never presents it; `mcpd migrate` calls no service.
-                    assert "MCPD_SECURITY_SERVICE_CREDENTIAL_FILE" not in env, label
-                    assert mounted is None, label
-                    continue
-                serving.add(cd.role_of(workload))
-                assert env["MCPD_SECURITY_SERVICE_CREDENTIAL_FILE"] == SERVICE_PATH, label
-                assert mounted == cd.MountedFile(
-                    "secret", "mcpd-service-credential", "service.credential", True, 0o440
-                )
-        expected = {cd.ALL_IN_ONE} if target == "overlays/embedded" else set(cd.GRPC_ROLES)
-        assert serving == expected, target
+        variable = "MCPD_SECURITY_SERVICE_CREDENTIAL_FILE"
+        _assert_grpc_servers_alone_mount(objects, target, variable, SERVICE_PATH, file)
         assert cd.check_service_credential(objects) == [], target
 
 
