@@ -18,7 +18,7 @@ from mcpd.storage.clickhouse.executor import ClickHouseExecutor
 from mcpd.storage.sql.sessions.rows import Row
 
 # Characters of JSONEachRow text per INSERT: bounds the memory one statement's data takes.
-INSERT_BYTES = 500_000
+INSERT_BYTES = 4_000_000
 
 _NULLABLE = "Nullable(String)"
 SESSIONS: dict[str, str] = {

@@ -42,10 +42,11 @@ from mcpd.storage.clickhouse.sessions.tables import (
 )
 from mcpd.storage.clickhouse.sessions.writes import (
     TOUCH_TOMBSTONE,
+    diff_rows,
     next_version,
-    replace_events,
-    replace_rows,
+    tombstone,
     versioned,
+    with_search,
 )
 from mcpd.storage.clickhouse.signals import reads as signal_reads
 from mcpd.storage.sql.sessions.rows import (
@@ -173,15 +174,19 @@ class ClickHouseTraceTurns:
         return signal_reads.session_traces(self._executor, project, session_key)
 
     def apply(self, project: str, changes: Sequence[SessionChange]) -> None:
-        """Write the changes at one new read-model version of the project: the session rows
-        and their children first, the trace states last, then the project's version."""
+        """Write the changes at one new read-model version of the project, each table's rows
+        for all the changed sessions in one statement: the session rows' children first, the
+        session rows next, the trace states last, then the project's version."""
         if not changes:
             return
         with self._lock:
             version = next_version(self._executor, project)
             totals = self._totals(project, [change.session_id for change in changes])
-            for change in changes:
-                self._apply(project, change, version, totals.get(change.session_id, (0, 0)))
+            self._turns(project, changes, version)
+            self._events(project, changes, version, totals)
+            self._sequence(project, changes, version)
+            self._touches(project, changes, version)
+            self._sessions(project, changes, version, totals)
             states = [_state_row(project, s) for change in changes for s in change.states]
             insert(
                 self._executor,
@@ -199,49 +204,69 @@ class ClickHouseTraceTurns:
     def after_commit(self) -> None:
         """Nothing follows outside ClickHouse: the search tokens are written with the rows."""
 
-    def _apply(
-        self, project: str, change: SessionChange, version: int, totals: tuple[int, int]
+    def _turns(self, project: str, changes: Sequence[SessionChange], version: int) -> None:
+        """Each change's turns: a whole session's all, another's the turns it names."""
+        whole = [c.session_id for c in changes if c.whole]
+        named = [
+            i for c in changes if not c.whole for i in (*{t.id for t in c.turns}, *c.removed_turns)
+        ]
+        existing = {
+            **self._existing("turns", project, "session_id", whole),
+            **self._existing("turns", project, "id", named),
+        }
+        rows = [turn_row(project, turn) for change in changes for turn in change.turns]
+        stale, fresh = diff_rows(existing, rows)
+        tombstone(self._executor, "turns", project, stale, version)
+        insert(self._executor, "turns", {**TURNS, **VERSIONED}, versioned(fresh, version))
+
+    def _events(
+        self,
+        project: str,
+        changes: Sequence[SessionChange],
+        version: int,
+        totals: dict[str, tuple[int, int]],
     ) -> None:
-        executor, sid = self._executor, change.session_id
-        session = change.session
-        where: dict[str, object] = {"project": project, "session_id": sid}
-        scoped = {**where, "ids": [*{t.id for t in change.turns}, *change.removed_turns]}
-        turn_rows = [turn_row(project, turn) for turn in change.turns]
-        if change.whole:
-            replace_rows(executor, "turns", TURNS, where, turn_rows, version)
-        else:
-            replace_rows(executor, "turns", TURNS, scoped, turn_rows, version, f"id IN {_IDS}")
-        names = {"harness": session.harness, "source": session.source} if session else None
-        event_rows = [trace_event_row(project, e, **names) for e in change.events] if names else []
-        if change.whole:
-            totals = replace_events(executor, where, event_rows, version, (0, 0))
-        else:
-            by_turn = {**where, "ids": change.event_turns}
-            condition = f"turn_id IN {_IDS}"
-            totals = replace_events(executor, by_turn, event_rows, version, totals, condition)
-        self._sequence(project, change, version)
-        self._touches(project, change, names, version)
-        if session is None:
-            executor.command(
-                "DELETE FROM sessions "
-                "WHERE project = {project:String} AND id = {session_id:String}",
-                where,
-            )
-            return
-        row = session_row(project, session)
-        extra = {"content_hash": digest(row), "search_docs": totals[0], "search_length": totals[1]}
+        """Each change's events (a whole session's all, another's those of the turns it
+        names), moving each session's search totals in `totals` by the difference."""
+        whole = [c.session_id for c in changes if c.whole]
+        turns = [t for c in changes if not c.whole for t in c.event_turns]
+        extra = ", searchable, doc_length, session_id"
+        existing = {
+            **self._existing("events", project, "session_id", whole, extra),
+            **self._existing("events", project, "turn_id", turns, extra),
+        }
+        rows = [
+            trace_event_row(project, event, harness=c.session.harness, source=c.session.source)
+            for c in changes
+            if c.session is not None
+            for event in c.events
+        ]
+        stale, fresh = diff_rows(existing, rows)
+        searched = [with_search(row) for row in fresh]
+        moved = dict(totals)
+        # The old rows of vanished and changed events leave the search totals.
+        for event_id in [*stale, *(row["id"] for row in fresh if row["id"] in existing)]:
+            _, searchable, doc_length, session_id = existing[event_id]
+            docs, length = moved.get(str(session_id), (0, 0))
+            moved[str(session_id)] = (docs - int(bool(searchable)), length - int(str(doc_length)))
+        for row in searched:
+            docs, length = moved.get(row["session_id"], (0, 0))
+            moved[row["session_id"]] = (docs + int(row["searchable"]), length + row["doc_length"])
+        totals.update(moved)
+        tombstone(self._executor, "events", project, stale, version)
         insert(
-            executor,
-            "sessions",
-            {**SESSIONS, **SESSION_EXTRA},
-            [{**row, **extra, "version": version}],
+            self._executor,
+            "events",
+            {**EVENTS, **SEARCH, **VERSIONED},
+            versioned(searched, version),
         )
 
-    def _sequence(self, project: str, change: SessionChange, version: int) -> None:
-        """Give the stored events of the change's moved turns the seq of their new ordinal:
+    def _sequence(self, project: str, changes: Sequence[SessionChange], version: int) -> None:
+        """Give the stored events of the changes' moved turns the seq of their new ordinal:
         inserted again with it, at this version (seq is left out of the row hash)."""
         bases = {
             turn.id: turn.ordinal * SEQ_STRIDE
+            for change in changes
             for turn in change.turns
             if turn.id in change.moved_turns
         }
@@ -261,31 +286,39 @@ class ClickHouseTraceTurns:
         ]
         insert(self._executor, "events", {**columns, **VERSIONED}, versioned(moved, version))
 
-    def _touches(
-        self, project: str, change: SessionChange, names: Mapping[str, str] | None, version: int
-    ) -> None:
-        start = 0 if change.whole else change.touches_from
-        if start is None:
+    def _touches(self, project: str, changes: Sequence[SessionChange], version: int) -> None:
+        """Replace each changed session's touches from its `touches_from` on (all of a whole
+        session's): new positions inserted, those past the new end tombstoned."""
+        starts = {
+            c.session_id: 0 if c.whole else c.touches_from
+            for c in changes
+            if c.whole or c.touches_from is not None
+        }
+        if not starts:
             return
-        where = {"project": project, "session_id": change.session_id, "start": start}
-        positions = self._executor.query(
-            "SELECT position FROM file_touches FINAL WHERE project = {project:String} "
-            "AND session_id = {session_id:String} AND position >= {start:Int64}",
-            where,
+        stored = self._executor.query(
+            "SELECT session_id, position FROM file_touches FINAL "
+            f"WHERE project = {{project:String}} AND session_id IN {_IDS}",
+            {"project": project, "ids": sorted(starts)},
         )
-        rows = (
-            [
+        rows: list[Row] = []
+        ends: dict[str, int] = {}
+        for change in changes:
+            start = starts.get(change.session_id)
+            if start is None:
+                continue
+            session = change.session
+            touches = change.touches if session is not None else []
+            names = {"harness": session.harness, "source": session.source} if session else {}
+            rows += [
                 touch_row(project, start + offset, touch, **names)
-                for offset, touch in enumerate(change.touches)
+                for offset, touch in enumerate(touches)
             ]
-            if names is not None
-            else []
-        )
-        end = start + len(rows)
+            ends[change.session_id] = start + len(touches)
         gone = [
-            {"project": project, "session_id": change.session_id, "position": int(p)}
-            for (p,) in positions
-            if int(p) >= end
+            {"project": project, "session_id": str(sid), "position": int(position)}
+            for sid, position in stored
+            if int(position) >= ends[str(sid)]
         ]
         insert(
             self._executor,
@@ -294,6 +327,43 @@ class ClickHouseTraceTurns:
             [{**g, "version": version, "is_deleted": 1} for g in gone],
         )
         insert(self._executor, "file_touches", {**TOUCHES, **VERSIONED}, versioned(rows, version))
+
+    def _sessions(
+        self,
+        project: str,
+        changes: Sequence[SessionChange],
+        version: int,
+        totals: Mapping[str, tuple[int, int]],
+    ) -> None:
+        """The changed sessions' rows, with their content hash and search totals; a session
+        left without turns is deleted."""
+        rows: list[Row] = []
+        for change in changes:
+            if change.session is None:
+                self._executor.command(
+                    "DELETE FROM sessions "
+                    "WHERE project = {project:String} AND id = {session_id:String}",
+                    {"project": project, "session_id": change.session_id},
+                )
+                continue
+            row = session_row(project, change.session)
+            docs, length = totals.get(change.session_id, (0, 0))
+            extra = {"content_hash": digest(row), "search_docs": docs, "search_length": length}
+            rows.append({**row, **extra, "version": version})
+        insert(self._executor, "sessions", {**SESSIONS, **SESSION_EXTRA}, rows)
+
+    def _existing(
+        self, table: str, project: str, column: str, ids: Sequence[str], extra: str = ""
+    ) -> dict[str, tuple[object, ...]]:
+        """The stored (row_hash, ...extra) of the project's rows whose `column` is in `ids`."""
+        if not ids:
+            return {}
+        rows = self._executor.query(
+            f"SELECT id, row_hash{extra} FROM {table} FINAL "
+            f"WHERE project = {{project:String}} AND {column} IN {_IDS}",
+            {"project": project, "ids": list(ids)},
+        )
+        return {str(row[0]): tuple(row[1:]) for row in rows}
 
     def _totals(self, project: str, session_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
         found = self._executor.query(

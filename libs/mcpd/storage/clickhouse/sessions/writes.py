@@ -88,14 +88,13 @@ def replace_events(
     rows: Sequence[Row],
     version: int,
     totals: tuple[int, int],
-    condition: str = "session_id = {session_id:String}",
 ) -> tuple[int, int]:
-    """Make the stored events matching `condition` equal `rows` at `version` (new and changed
+    """Make the session's stored events equal `rows` at `version` (new and changed
     ones inserted, vanished ones tombstoned); return the session's search totals (searchable
     events, tokens) moved from `totals` by the difference."""
     docs, length = totals
-    existing = _existing(executor, "events", where, ", searchable, doc_length", condition)
-    stale, fresh = _diff(existing, rows)
+    existing = _existing(executor, "events", where, ", searchable, doc_length")
+    stale, fresh = diff_rows(existing, rows)
     # The old rows of vanished and changed events leave the search totals.
     for event_id in [*stale, *(row["id"] for row in fresh if row["id"] in existing)]:
         _, searchable, doc_length = existing[event_id]
@@ -105,7 +104,7 @@ def replace_events(
     for row in fresh:
         docs += int(row["searchable"])
         length += int(row["doc_length"])
-    _tombstone(executor, "events", str(where["project"]), stale, version)
+    tombstone(executor, "events", str(where["project"]), stale, version)
     insert(executor, "events", {**EVENTS, **SEARCH, **VERSIONED}, versioned(fresh, version))
     return docs, length
 
@@ -134,10 +133,9 @@ def replace_rows(
     where: dict[str, object],
     rows: Sequence[Row],
     version: int,
-    condition: str = "session_id = {session_id:String}",
 ) -> None:
-    stale, fresh = _diff(_existing(executor, table, where, condition=condition), rows)
-    _tombstone(executor, table, str(where["project"]), stale, version)
+    stale, fresh = diff_rows(_existing(executor, table, where), rows)
+    tombstone(executor, table, str(where["project"]), stale, version)
     insert(executor, table, {**columns, **VERSIONED}, versioned(fresh, version))
 
 
@@ -146,17 +144,16 @@ def _existing(
     table: str,
     where: dict[str, object],
     extra: str = "",
-    condition: str = "session_id = {session_id:String}",
 ) -> dict[str, tuple[object, ...]]:
     rows = executor.query(
         f"SELECT id, row_hash{extra} FROM {table} FINAL "
-        f"WHERE project = {{project:String}} AND {condition}",
+        "WHERE project = {project:String} AND session_id = {session_id:String}",
         where,
     )
     return {str(row[0]): tuple(row[1:]) for row in rows}
 
 
-def _diff(
+def diff_rows(
     existing: dict[str, tuple[object, ...]], rows: Sequence[Row]
 ) -> tuple[list[str], list[Row]]:
     wanted = {row["id"]: row for row in rows}
@@ -170,7 +167,7 @@ def _diff(
     return vanished, fresh
 
 
-def _tombstone(
+def tombstone(
     executor: ClickHouseExecutor, table: str, project: str, ids: Sequence[str], version: int
 ) -> None:
     rows = [
