@@ -127,7 +127,9 @@ def registrations(
                 )
                 found += services.account.registrations(accounts)
             case "orchestrator":
-                found += services.orchestrator.registrations(stores.run)
+                found += services.orchestrator.registrations(
+                    stores.run, clock=clock, lease_ttl_ms=settings.orchestrator.lease_ttl_ms
+                )
             case "evaluation":
                 found += services.evaluation.registrations()
             case "intelligence":

@@ -6,7 +6,7 @@ import functools
 from typing import Any
 
 import httpx
-import jsonschema  # type: ignore[import-untyped]  # no stubs in the lock
+import jsonschema
 import pytest
 
 import gateway.otlp

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import kubernetes_validate
 
 from scripts.deploy_checks.constants import KUBERNETES_VERSIONS

@@ -7,23 +7,64 @@ from typing import Any
 
 import grpc
 
+from mcpd.model.v1 import runs_pb2
 from mcpd.orchestrator.v1 import orchestrator_service_pb2, orchestrator_service_pb2_grpc
+from mcpd.runtime.errors import InvalidArgument
 from mcpd.runtime.servicers import pending_rpcs
 from mcpd.storage.interfaces import RunSubjectErasure
+from services.orchestrator.definitions import Definitions
+
+Context = grpc.aio.ServicerContext[Any, Any]
 
 
 @pending_rpcs("the run orchestrator issue")
 class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServicer):
-    """The run store's erasure; every other RPC answers UNIMPLEMENTED until the run orchestrator
-    issue lands."""
+    """Definitions, worker registration and the run store's erasure; the rest answers
+    UNIMPLEMENTED until it lands. The auth interceptor has resolved each request's project."""
 
-    def __init__(self, runs: RunSubjectErasure) -> None:
+    def __init__(
+        self, runs: RunSubjectErasure, definitions: Definitions, lease_ttl_ms: int
+    ) -> None:
         self._runs = runs
+        self._definitions = definitions
+        self._lease_ttl_ms = lease_ttl_ms
+
+    async def CreateDefinition(
+        self, request: runs_pb2.DefinitionDocument, context: Context
+    ) -> runs_pb2.DefinitionVersion:
+        (placed,) = await asyncio.to_thread(self._definitions.create, request.project, [request])
+        return placed
+
+    async def ListDefinitions(
+        self, request: orchestrator_service_pb2.ListDefinitionsRequest, context: Context
+    ) -> orchestrator_service_pb2.ListDefinitionsResponse:
+        return await asyncio.to_thread(self._definitions.list, request)
+
+    async def GetDefinitionVersion(
+        self, request: orchestrator_service_pb2.GetDefinitionVersionRequest, context: Context
+    ) -> runs_pb2.Definition:
+        return await asyncio.to_thread(self._definitions.get, request)
+
+    async def RegisterWorker(
+        self, request: runs_pb2.WorkerRegistration, context: Context
+    ) -> runs_pb2.WorkerRegistered:
+        if not request.worker_id:
+            raise InvalidArgument("worker_id is required: who is registering", field="worker_id")
+        registered = await asyncio.to_thread(
+            self._definitions.create,
+            request.project,
+            list(request.definitions),
+            prefix="definitions",
+        )
+        return runs_pb2.WorkerRegistered(
+            worker_id=request.worker_id,
+            registered=registered,
+            lease_ttl_ms=self._lease_ttl_ms,
+            heartbeat_ms=self._lease_ttl_ms // 3,
+        )
 
     async def EraseSubjectRuns(
-        self,
-        request: orchestrator_service_pb2.EraseSubjectRunsRequest,
-        context: grpc.aio.ServicerContext[Any, Any],
+        self, request: orchestrator_service_pb2.EraseSubjectRunsRequest, context: Context
     ) -> orchestrator_service_pb2.EraseSubjectRunsResponse:
         # The auth interceptor has admitted only a calling service, and resolved the project.
         erased = await asyncio.to_thread(

@@ -8,8 +8,7 @@ nanoseconds, the `user_id` filter hashed the way ingest hashed it, the cursor's 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from google.protobuf.descriptor import EnumDescriptor
@@ -17,6 +16,8 @@ from google.protobuf.descriptor import EnumDescriptor
 from mcpd.codec import enum_names
 from mcpd.model.v1 import enums_pb2
 from mcpd.query.v1 import query_service_pb2 as rpc
+from mcpd.runtime import cursors
+from mcpd.runtime.cursors import paging
 from mcpd.runtime.errors import InvalidArgument, quoted
 from mcpd.signals import messages
 from mcpd.signals.queries import (
@@ -33,10 +34,7 @@ from mcpd.signals.queries import (
     Window,
 )
 from mcpd.signals.rows import MIN_TIME_NS, storable_time
-from services.query import cursors
 
-DEFAULT_PAGE = 50
-MAX_PAGE = 1000
 DEFAULT_DISCOVERY = 100
 DEFAULT_DELTAS = 100
 DEFAULT_WINDOW_NS = 24 * 3600 * 1_000_000_000
@@ -56,37 +54,7 @@ HashUser = Callable[[str], str]
 """The server's keyed hash of an end-user id (`Redactor.hash_identifier`)."""
 
 
-@dataclass(frozen=True)
-class Paging:
-    """The page size and the position a cursor resumes after (None on the first page)."""
-
-    limit: int
-    after: list[Any] | None
-
-
 # --- shared pieces -----------------------------------------------------------------------------
-
-
-def limit_of(request: Any, default: int = DEFAULT_PAGE) -> int:
-    """The page size: `default` when absent, else 1..MAX_PAGE."""
-    if not request.HasField("limit"):
-        return default
-    if not 1 <= request.limit <= MAX_PAGE:
-        raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE}", field="limit")
-    return int(request.limit)
-
-
-def paging(request: Any, kind: str, shape: Sequence[type | tuple[type, ...]]) -> Paging:
-    """The page size and the cursor's position, checked against this request's filters."""
-    limit = limit_of(request)
-    if not request.HasField("cursor"):
-        return Paging(limit, None)
-    return Paging(limit, cursors.decode(request.cursor, kind, cursors.fingerprint(request), shape))
-
-
-def next_cursor(request: Any, kind: str, position: Sequence[Any]) -> str:
-    """The cursor of the page after the one ending at `position` (its last row's sort key)."""
-    return cursors.encode(kind, cursors.fingerprint(request), position)
 
 
 def window_of(request: Any, *, default_ns: int | None = None, now_ns: int | None = None) -> Window:

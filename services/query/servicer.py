@@ -18,6 +18,7 @@ from mcpd.auth.principal import current_principal
 from mcpd.codec import enum_names
 from mcpd.model.v1 import enums_pb2, query_pb2, telemetry_pb2
 from mcpd.query.v1 import query_service_pb2, query_service_pb2_grpc
+from mcpd.runtime import cursors
 from mcpd.runtime.clock import Clock, epoch_nanos
 from mcpd.runtime.errors import (
     InvalidArgument,
@@ -269,7 +270,7 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
             raise InvalidArgument("key is required for metric_label_value", field="key")
         if facet != _LABEL_VALUE_FACET and key is not None:
             raise InvalidArgument("key applies to metric_label_value only", field="key")
-        limit = requests.limit_of(request, requests.DEFAULT_DISCOVERY)
+        limit = cursors.limit_of(request, requests.DEFAULT_DISCOVERY)
         values = await asyncio.to_thread(
             self._store.discover,
             request.project,
@@ -303,7 +304,7 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
                 field="signal",
             )
         after = requests.delta_position(request, signal)
-        limit = requests.limit_of(request, requests.DEFAULT_DELTAS)
+        limit = cursors.limit_of(request, requests.DEFAULT_DELTAS)
         page = await asyncio.to_thread(
             self._store.deltas, request.project, signal, after, limit=limit
         )
@@ -525,7 +526,7 @@ def _page(
     `position`) when another page follows."""
     answer = telemetry_pb2.Page(has_more=page.has_more)
     if page.rows and page.has_more:
-        answer.next_cursor = requests.next_cursor(request, kind, position(page.rows[-1]))
+        answer.next_cursor = cursors.next_cursor(request, kind, position(page.rows[-1]))
     return answer
 
 

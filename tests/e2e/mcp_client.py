@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-import jsonschema  # type: ignore[import-untyped]  # no stubs in the lock
+import jsonschema
 import mcp_types as types
 from mcp.client import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client

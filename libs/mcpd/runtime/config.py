@@ -148,6 +148,10 @@ class SessionsSettings:
 # The smallest `ingest.max_record_payload_bytes`: below it, what truncation never cuts (link ids,
 # the markers themselves) could outgrow the limit on a span at the default counts.
 MIN_RECORD_PAYLOAD_BYTES = 64 * 1024
+# A lease shorter than this could not be kept alive across a slow network; one longer than a
+# day would leave a lost worker's step stuck for longer than anyone waits.
+MIN_LEASE_TTL_MS = 300
+MAX_LEASE_TTL_MS = 86_400_000
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -209,6 +213,18 @@ class RetentionSettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class OrchestratorSettings:
+    """`[orchestrator]`: durable runs.
+
+    `lease_ttl_ms` is how long a worker's lease on a step attempt lasts without a heartbeat
+    (a worker is told to heartbeat every third of it); past it the attempt is orphaned and, one
+    lease length later, reclaimed.
+    """
+
+    lease_ttl_ms: int = 30_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     """The effective configuration of one mcpd process.
 
@@ -236,6 +252,7 @@ class Settings:
     sessions: SessionsSettings = dataclasses.field(default_factory=SessionsSettings)
     ingest: IngestSettings = dataclasses.field(default_factory=IngestSettings)
     retention: RetentionSettings = dataclasses.field(default_factory=RetentionSettings)
+    orchestrator: OrchestratorSettings = dataclasses.field(default_factory=OrchestratorSettings)
 
     def __post_init__(self) -> None:
         for name in PEER_ADDRESS_KEYS:
@@ -261,6 +278,7 @@ _SECTIONS: Mapping[str, type] = {
     "sessions": SessionsSettings,
     "ingest": IngestSettings,
     "retention": RetentionSettings,
+    "orchestrator": OrchestratorSettings,
 }
 
 
@@ -436,6 +454,11 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
     if processes is not None and not 1 <= processes <= MAX_SERVE_PROCESSES:
         raise fail("serve.processes", f"must be from 1 to {MAX_SERVE_PROCESSES} processes")
     _validate_retention(settings.retention, fail)
+    if not MIN_LEASE_TTL_MS <= settings.orchestrator.lease_ttl_ms <= MAX_LEASE_TTL_MS:
+        raise fail(
+            "orchestrator.lease_ttl_ms",
+            f"must be from {MIN_LEASE_TTL_MS} to {MAX_LEASE_TTL_MS} milliseconds",
+        )
     for name, url, schemes in (
         ("postgres_url", storage.postgres_url, _POSTGRES_SCHEMES),
         ("clickhouse_url", storage.clickhouse_url, _CLICKHOUSE_SCHEMES),

@@ -38,7 +38,12 @@ from mcpd.signals.queries import (
 )
 from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
 from mcpd.storage.records import AuditPage, StoredAccount, StoredKey, StoredSession
-from mcpd.storage.run_records import RunErasure
+from mcpd.storage.run_records import (
+    NewDefinition,
+    PlacedDefinition,
+    RunErasure,
+    StoredDefinition,
+)
 
 
 @runtime_checkable
@@ -283,7 +288,42 @@ class RunSubjectErasure(Protocol):
 
 
 @runtime_checkable
-class RunStore(MigratedStore, RunSubjectErasure, Protocol):
+class DefinitionWrites(Protocol):
+    """Storing definitions under the versioning rule (the spec's DefinitionDocument)."""
+
+    def put_definitions(
+        self, project: str, documents: Sequence[NewDefinition], *, now: int
+    ) -> list[PlacedDefinition]:
+        """Place each document as a version of its definition, in order, all in one transaction
+        (atomically, whoever else posts at the same moment): none is stored when one is
+        refused. Without a version: the highest version whose body is identical (`assigned`
+        false), else one past the highest stored (`assigned` true). With one: taken when free,
+        confirmed when it holds an identical body (`assigned` false either way); Conflict (field
+        `version`, metadata `index` = the document's position) when it holds a different body,
+        because a stored version never changes."""
+        ...
+
+
+@runtime_checkable
+class DefinitionReads(Protocol):
+    """Reading stored definitions."""
+
+    def definition(
+        self, project: str, definition_id: str, version: int | None = None
+    ) -> StoredDefinition | None:
+        """That version of the definition (the highest without `version`), or None."""
+        ...
+
+    def list_definitions(
+        self, project: str, *, after: str | None, limit: int
+    ) -> list[StoredDefinition]:
+        """Up to `limit` of the project's definitions, the highest version of each, in id order,
+        from the first id above `after`."""
+        ...
+
+
+@runtime_checkable
+class RunStore(MigratedStore, RunSubjectErasure, DefinitionWrites, DefinitionReads, Protocol):
     """Definitions, runs, step attempts, run events, timers, waits, parked events, idempotency:
     every part above, for the composition root (the orchestrator role owns this store)."""
 

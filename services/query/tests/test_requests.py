@@ -8,9 +8,10 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from mcpd.model.v1 import enums_pb2
 from mcpd.query.v1 import query_service_pb2 as rpc
+from mcpd.runtime import cursors
 from mcpd.runtime.errors import InvalidArgument
 from mcpd.signals.queries import DeltaPosition, TraceQuery, Window
-from services.query import cursors, requests
+from services.query import requests
 
 NS = 1_000_000_000
 
@@ -124,7 +125,7 @@ def test_ids_are_lowercased_and_checked() -> None:
 
 def test_cursor_round_trip_keeps_the_position() -> None:
     request = rpc.ListTracesRequest(project="p", environment="prod", order_by="-cost")
-    cursor = requests.next_cursor(request, "traces", [None, "ab" * 16])
+    cursor = cursors.next_cursor(request, "traces", [None, "ab" * 16])
     follow = rpc.ListTracesRequest(project="p", environment="prod", order_by="-cost", limit=5)
     follow.cursor = cursor
     query = requests.trace_query(follow, _hash)
@@ -133,7 +134,7 @@ def test_cursor_round_trip_keeps_the_position() -> None:
 
 def test_cursor_is_refused_under_other_filters_or_another_list() -> None:
     request = rpc.ListTracesRequest(environment="prod")
-    cursor = requests.next_cursor(request, "traces", [1.0, "ab" * 16])
+    cursor = cursors.next_cursor(request, "traces", [1.0, "ab" * 16])
     changed = rpc.ListTracesRequest(environment="staging", cursor=cursor)
     assert _field_of(lambda: requests.trace_query(changed, _hash)) == "cursor"
     spans = rpc.ListSpansRequest(cursor=cursor)
@@ -153,7 +154,7 @@ def test_delta_cursor_round_trip() -> None:
     cursor = requests.delta_cursor(request, "spans", DeltaPosition(7, ("t", "s")))
     request.cursor = cursor
     assert requests.delta_position(request, "spans") == DeltaPosition(7, ("t", "s"))
-    page_cursor = requests.next_cursor(rpc.ListSpansRequest(), "spans", [1, "t", "s"])
+    page_cursor = cursors.next_cursor(rpc.ListSpansRequest(), "spans", [1, "t", "s"])
     request.cursor = page_cursor
     assert _field_of(lambda: requests.delta_position(request, "spans")) == "cursor"
 

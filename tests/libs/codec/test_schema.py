@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]  # no stubs in the lock
+import jsonschema
 import pytest
 from google.protobuf.descriptor import Descriptor, EnumDescriptor
 from google.protobuf.message_factory import GetMessageClass

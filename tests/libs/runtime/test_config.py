@@ -335,6 +335,8 @@ def test_sessions_settings_from_file_and_environment(home: Path, tmp_path: Path)
         ("MCPD_INGEST_MAX_RECORD_ATTRIBUTES", "-1", "ingest.max_record_attributes"),
         ("MCPD_INGEST_MAX_SPAN_EVENTS", "-1", "ingest.max_span_events"),
         ("MCPD_INGEST_MAX_SPAN_LINKS", "many", "ingest.max_span_links"),
+        ("MCPD_ORCHESTRATOR_LEASE_TTL_MS", "299", "orchestrator.lease_ttl_ms"),
+        ("MCPD_ORCHESTRATOR_LEASE_TTL_MS", "86400001", "orchestrator.lease_ttl_ms"),
     ],
 )
 def test_invalid_settings_name_the_key_and_variable(
@@ -397,3 +399,11 @@ def test_the_ingest_byte_bound_is_a_positive_number_of_bytes(home: Path) -> None
     with pytest.raises(InvalidArgument, match=r"ingest\.max_pending_bytes") as caught:
         load_settings(env=_env(home, MCPD_INGEST_MAX_PENDING_BYTES="0"))
     assert "MCPD_INGEST_MAX_PENDING_BYTES" in caught.value.message
+
+
+def test_the_lease_ttl_defaults_to_thirty_seconds_and_is_set_from_the_environment(
+    home: Path,
+) -> None:
+    assert load_settings(env=_env(home)).orchestrator.lease_ttl_ms == 30_000
+    settings = load_settings(env=_env(home, MCPD_ORCHESTRATOR_LEASE_TTL_MS="300"))
+    assert settings.orchestrator.lease_ttl_ms == 300

@@ -17,6 +17,7 @@ import pytest
 
 from mcpd.runtime.clock import ManualClock
 from mcpd.storage.sql.control_store import SqlControlStore
+from mcpd.storage.sql.stores import SqlRunStore
 from tests.libs.storage.helpers import T0, Migrated, OpenedStore, open_store, postgres_schema
 
 SQL_BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -94,3 +95,13 @@ def control_store(
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture
+def run_store(backend: str, migrated: Migrated) -> Iterator[SqlRunStore]:
+    """A migrated run store on the test's SQL backend."""
+    store = SqlRunStore(migrated.engine("run", backend))
+    try:
+        yield store
+    finally:
+        store.close()

@@ -99,7 +99,7 @@ REVISIONS = {
         "0005_span_head_json",
         "0006_trace_sessions",
     ],
-    "run": ["0001_initial"],
+    "run": ["0001_initial", "0002_definition_digest"],
     "control": ["0001_initial", "0002_key_owner_audit_order", "0003_audit_source_count"],
 }
 
@@ -312,7 +312,7 @@ def test_concurrent_migrators_apply_once(
         for thread in threads:
             thread.join(timeout=60)
         assert errors == []
-        assert sorted(results) == [[], ["0001_initial"]]
+        assert sorted(results) == [[], ["0001_initial", "0002_definition_digest"]]
     finally:
         for opened in stores:
             opened.store.close()

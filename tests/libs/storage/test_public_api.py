@@ -21,6 +21,8 @@ def test_exports() -> None:
         "ClickHouseTraceStore",
         "ControlStore",
         "CredentialReads",
+        "DefinitionReads",
+        "DefinitionWrites",
         "FacetCounts",
         "HeldSpans",
         "HttpExecutor",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from mcpd.storage.sql.engine import (
 from mcpd.storage.sql.engine import postgres_url as parse_postgres_url
 from mcpd.storage.sql.schema import run
 from mcpd.storage.sql.stores import SqlRunStore
-from tests.libs.storage.helpers import Migrated, record_statements, sql_engine
+from tests.libs.storage.helpers import record_statements, sql_engine
 
 
 @pytest.mark.parametrize(("synchronous", "pragma_value"), [("NORMAL", 1), ("FULL", 2)])
@@ -81,15 +80,6 @@ def test_sqlite_read_connection_takes_no_write_lock(tmp_path: Path) -> None:
     finally:
         other.close()
         engine.dispose()
-
-
-@pytest.fixture
-def run_store(backend: str, migrated: Migrated) -> Iterator[SqlRunStore]:
-    store = SqlRunStore(migrated.engine("run", backend))
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def test_foreign_keys_are_enforced_and_cascade(run_store: SqlRunStore) -> None:

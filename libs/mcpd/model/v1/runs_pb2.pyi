@@ -36,6 +36,7 @@ class DefinitionDocument(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     BODY_FIELD_NUMBER: _builtins.int
+    PROJECT_FIELD_NUMBER: _builtins.int
     id: _builtins.str
     """The definition’s identifier within its project. Matches ^[a-z][a-z0-9_]*$."""
     kind: _enums_pb2.DefinitionKind.ValueType
@@ -45,6 +46,11 @@ class DefinitionDocument(_message.Message):
     body is identical, or one past the highest stored. A named version that is free is taken; one
     held by an identical body is confirmed; one held by a different body is a 409, because a stored
     version never changes.
+    """
+    project: _builtins.str
+    """Which project. A selector: refused with 403 on a mismatch with the key’s grant, filled in for a
+    single-project key, and a 400 when a multi-project key names none. Inside a WorkerRegistration
+    the registration’s project applies and this one is ignored.
     """
     @_builtins.property
     def body(self) -> _struct_pb2.Value:
@@ -59,17 +65,22 @@ class DefinitionDocument(_message.Message):
         kind: _enums_pb2.DefinitionKind.ValueType | None = ...,
         version: _builtins.int | None = ...,
         body: _struct_pb2.Value | None = ...,
+        project: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_kind", b"_kind", "_version", b"_version", "body", b"body", "kind", b"kind", "version", b"version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_kind", b"_kind", "_project", b"_project", "_version", b"_version", "body", b"body", "kind", b"kind", "project", b"project", "version", b"version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_kind", b"_kind", "_version", b"_version", "body", b"body", "id", b"id", "kind", b"kind", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_kind", b"_kind", "_project", b"_project", "_version", b"_version", "body", b"body", "id", b"id", "kind", b"kind", "project", b"project", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__kind: _TypeAlias = _typing.Literal["kind"]  # noqa: Y015
     _WhichOneofArgType__kind: _TypeAlias = _typing.Literal["_kind", b"_kind"]  # noqa: Y015
+    _WhichOneofReturnType__project: _TypeAlias = _typing.Literal["project"]  # noqa: Y015
+    _WhichOneofArgType__project: _TypeAlias = _typing.Literal["_project", b"_project"]  # noqa: Y015
     _WhichOneofReturnType__version: _TypeAlias = _typing.Literal["version"]  # noqa: Y015
     _WhichOneofArgType__version: _TypeAlias = _typing.Literal["_version", b"_version"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__kind) -> _WhichOneofReturnType__kind | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__project) -> _WhichOneofReturnType__project | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__version) -> _WhichOneofReturnType__version | None: ...
 

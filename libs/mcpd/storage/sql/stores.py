@@ -29,8 +29,13 @@ from mcpd.signals.queries import (
 )
 from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
 from mcpd.storage import capabilities
-from mcpd.storage.run_records import RunErasure
-from mcpd.storage.sql import run_erasure, signals
+from mcpd.storage.run_records import (
+    NewDefinition,
+    PlacedDefinition,
+    RunErasure,
+    StoredDefinition,
+)
+from mcpd.storage.sql import definitions, run_erasure, signals
 from mcpd.storage.sql.base import SqlStore
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.engine import read_connection
@@ -249,6 +254,35 @@ class SqlRunStore(SqlStore):
             return RunErasure()
         with self._engine.begin() as conn:
             return run_erasure.erase_subject(conn, self._dialect, project, user_ids)
+
+    def put_definitions(
+        self, project: str, documents: Sequence[NewDefinition], *, now: int
+    ) -> list[PlacedDefinition]:
+        """Place definition documents under the versioning rule, in one transaction (in id
+        order, so that two registrations of the same definitions on PostgreSQL wait for each
+        other rather than deadlock)."""
+        order = sorted(range(len(documents)), key=lambda index: documents[index].id)
+        placed: dict[int, PlacedDefinition] = {}
+        with self._engine.begin() as conn:
+            for index in order:
+                placed[index] = definitions.put_definition(
+                    conn, self._dialect, project, documents[index], index, now=now
+                )
+        return [placed[index] for index in range(len(documents))]
+
+    def definition(
+        self, project: str, definition_id: str, version: int | None = None
+    ) -> StoredDefinition | None:
+        """One version of a definition (the highest without `version`), or None."""
+        with read_connection(self._engine) as conn:
+            return definitions.definition(conn, project, definition_id, version)
+
+    def list_definitions(
+        self, project: str, *, after: str | None, limit: int
+    ) -> list[StoredDefinition]:
+        """The highest version of each definition, in id order after `after`."""
+        with read_connection(self._engine) as conn:
+            return definitions.list_definitions(conn, project, after=after, limit=limit)
 
 
 def _rows_written(batches: Sequence[SignalBatch], written: Sequence[bool]) -> Counter[str]:

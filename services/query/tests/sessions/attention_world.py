@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]  # no stubs in the lock
+import jsonschema
 
 from mcpd.sessions.model import AssembledSession
 from services.query.sessions import (

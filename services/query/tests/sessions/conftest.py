@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]  # no stubs in the lock
+import jsonschema
 import pytest
 
 from mcpd.runtime.clock import ManualClock

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]  # no stubs in the lock
+import jsonschema
 
 from mcpd.runtime.clock import ManualClock
 from mcpd.sessions.store import SessionStore

@@ -3,7 +3,7 @@ unknown fields, output schemas that every envelope satisfies."""
 
 from __future__ import annotations
 
-import jsonschema  # type: ignore[import-untyped]  # no stubs in the lock
+import jsonschema
 import pytest
 
 from mcpd.sessions.model import HARNESSES

@@ -47,7 +47,10 @@ definitions = Table(
     Column("kind", Text, nullable=False),
     Column("body", JsonDocument, nullable=False),
     Column("created_at", TimestampNs, nullable=False),
+    # SHA-256 of the kind and canonical body: the versioning rule's lookup of an identical body.
+    Column("body_digest", Text),
     PrimaryKeyConstraint("project", "id", "version"),
+    index("definitions", "project", "id", "body_digest"),
 )
 
 runs = Table(

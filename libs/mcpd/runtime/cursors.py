@@ -1,4 +1,4 @@
-"""Opaque cursors: the one place that writes and reads them.
+"""Opaque cursors and page sizes: the one place that writes and reads them.
 
 A cursor is base64url of a small JSON document: the kind of list it pages (`traces`, `spans`,
 ..., or `delta:<signal>` for a poll), a fingerprint of the request's filters, and the position
@@ -15,14 +15,62 @@ import binascii
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf.message import Message
 
 from mcpd.runtime.errors import InvalidArgument
 
+__all__ = [
+    "DEFAULT_PAGE",
+    "MAX_PAGE",
+    "Paging",
+    "decode",
+    "encode",
+    "fingerprint",
+    "limit_of",
+    "next_cursor",
+    "paging",
+]
+
+DEFAULT_PAGE = 50
+MAX_PAGE = 1000
+
 _VERSION = 1
 _PAGING_FIELDS = ("cursor", "limit")
+
+
+@dataclass(frozen=True)
+class Paging:
+    """The page size and the position a cursor resumes after (None on the first page)."""
+
+    limit: int
+    after: list[Any] | None
+
+
+def limit_of(request: Any, default: int = DEFAULT_PAGE) -> int:
+    """The page size of a request with an optional `limit`: `default` when absent, else
+    1..MAX_PAGE."""
+    if not request.HasField("limit"):
+        return default
+    if not 1 <= request.limit <= MAX_PAGE:
+        raise InvalidArgument(f"limit must be between 1 and {MAX_PAGE}", field="limit")
+    return int(request.limit)
+
+
+def paging(request: Any, kind: str, shape: Sequence[type | tuple[type, ...]]) -> Paging:
+    """The page size and the cursor's position (`decode`), checked against this request's
+    filters; the request has optional `cursor` and `limit` fields."""
+    limit = limit_of(request)
+    if not request.HasField("cursor"):
+        return Paging(limit, None)
+    return Paging(limit, decode(request.cursor, kind, fingerprint(request), shape))
+
+
+def next_cursor(request: Any, kind: str, position: Sequence[Any]) -> str:
+    """The cursor of the page after the one ending at `position` (its last row's sort key)."""
+    return encode(kind, fingerprint(request), position)
 
 
 def fingerprint(request: Message) -> str:
