@@ -13,20 +13,27 @@ from mcpd.runtime.errors import InvalidArgument
 from mcpd.runtime.servicers import pending_rpcs
 from mcpd.storage.interfaces import RunSubjectErasure
 from services.orchestrator.definitions import Definitions
+from services.orchestrator.runs import Runs
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
 @pending_rpcs("the run orchestrator issue")
 class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServicer):
-    """Definitions, worker registration and the run store's erasure; the rest answers
-    UNIMPLEMENTED until it lands. The auth interceptor has resolved each request's project."""
+    """Definitions, starting and reading runs, worker registration and the run store's
+    erasure; the rest answers UNIMPLEMENTED until it lands. The auth interceptor has resolved
+    each request's project."""
 
     def __init__(
-        self, runs: RunSubjectErasure, definitions: Definitions, lease_ttl_ms: int
+        self,
+        erasure: RunSubjectErasure,
+        definitions: Definitions,
+        runs: Runs,
+        lease_ttl_ms: int,
     ) -> None:
-        self._runs = runs
+        self._erasure = erasure
         self._definitions = definitions
+        self._runs = runs
         self._lease_ttl_ms = lease_ttl_ms
 
     async def CreateDefinition(
@@ -44,6 +51,24 @@ class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServ
         self, request: orchestrator_service_pb2.GetDefinitionVersionRequest, context: Context
     ) -> runs_pb2.Definition:
         return await asyncio.to_thread(self._definitions.get, request)
+
+    async def StartRun(self, request: runs_pb2.StartRunRequest, context: Context) -> runs_pb2.Run:
+        return await asyncio.to_thread(self._runs.start, request)
+
+    async def ListRuns(
+        self, request: orchestrator_service_pb2.ListRunsRequest, context: Context
+    ) -> runs_pb2.RunListResponse:
+        return await asyncio.to_thread(self._runs.list, request)
+
+    async def GetRun(
+        self, request: orchestrator_service_pb2.GetRunRequest, context: Context
+    ) -> runs_pb2.RunDetail:
+        return await asyncio.to_thread(self._runs.get, request)
+
+    async def ListRunEvents(
+        self, request: orchestrator_service_pb2.ListRunEventsRequest, context: Context
+    ) -> runs_pb2.RunEventPage:
+        return await asyncio.to_thread(self._runs.events, request)
 
     async def RegisterWorker(
         self, request: runs_pb2.WorkerRegistration, context: Context
@@ -68,7 +93,7 @@ class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServ
     ) -> orchestrator_service_pb2.EraseSubjectRunsResponse:
         # The auth interceptor has admitted only a calling service, and resolved the project.
         erased = await asyncio.to_thread(
-            self._runs.erase_subject, request.project, list(request.user_ids)
+            self._erasure.erase_subject, request.project, list(request.user_ids)
         )
         return orchestrator_service_pb2.EraseSubjectRunsResponse(
             runs_erased=erased.runs_erased,

@@ -8,9 +8,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
+
+from mcpd.testing.daemon import DaemonProcess
+from tests.e2e.security_fixture import write_keys_file
 
 POSTGRES_URL = os.environ.get("MCPD_TEST_POSTGRES_URL")
 BACKENDS = ["sqlite", "postgres", "clickhouse"]
@@ -70,3 +74,31 @@ def storage_env(backend: str, tmp_path: Path, request: pytest.FixtureRequest) ->
                 "MCPD_STORAGE_CLICKHOUSE_URL": f"chdb://{tmp_path / 'clickhouse'}",
             }
     raise ValueError(backend)
+
+
+ORCHESTRATOR_LEASE_TTL_MS = 9000
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def orchestrator_daemon(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DaemonProcess]:
+    """A daemon on SQLite and on PostgreSQL with keys of every scope in two projects and a
+    lease length of ORCHESTRATOR_LEASE_TTL_MS, shared by a module's tests."""
+    tmp = tmp_path_factory.mktemp("orchestrator")
+    env = {
+        **storage_env(request.param, tmp, request),
+        "MCPD_SECURITY_KEYS_FILE": str(write_keys_file(tmp / "keys.toml")),
+        "MCPD_ORCHESTRATOR_LEASE_TTL_MS": str(ORCHESTRATOR_LEASE_TTL_MS),
+    }
+    with DaemonProcess(extra_env=env) as process:
+        yield process
+
+
+@pytest.fixture
+def orchestrator_api(orchestrator_daemon: DaemonProcess) -> Iterator[httpx.Client]:
+    """A REST client on the orchestrator daemon's `/v1/api`."""
+    with httpx.Client(base_url=f"{orchestrator_daemon.http_url}/v1/api", timeout=20) as client:
+        yield client

@@ -26,6 +26,16 @@ def key_secret(project: str, scope: str) -> str:
     return f"mcpd_k_test_{project}_{scope}_0123456789abcdef"
 
 
+def bearer(project: str, scope: str) -> dict[str, str]:
+    """REST headers carrying the configured key of `scope` on `project`."""
+    return {"authorization": f"Bearer {key_secret(project, scope)}"}
+
+
+def bearer_metadata(project: str, scope: str) -> tuple[tuple[str, str], ...]:
+    """gRPC metadata carrying the configured key of `scope` on `project`."""
+    return (("authorization", f"Bearer {key_secret(project, scope)}"),)
+
+
 MULTI_PROJECT_READ = "mcpd_k_test_multi_read_0123456789abcdef"
 
 

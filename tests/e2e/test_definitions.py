@@ -4,7 +4,6 @@ project taken from the key, the lease settings a worker is told."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, cast
 
 import grpc
@@ -17,44 +16,22 @@ from mcpd.orchestrator.v1 import orchestrator_service_pb2, orchestrator_service_
 from mcpd.runtime.errors_grpc import rpc_failure_from
 from mcpd.signals.messages import python_of, value_of
 from mcpd.testing.daemon import DaemonProcess
-from tests.e2e.conftest import storage_env
-from tests.e2e.security_fixture import key_secret, write_keys_file
+from tests.e2e.conftest import ORCHESTRATOR_LEASE_TTL_MS
+from tests.e2e.security_fixture import bearer, bearer_metadata
 
 pytestmark = pytest.mark.e2e
 
-LEASE_TTL_MS = 9000
 FLOW = {"steps": [{"id": "classify", "kind": "agent", "input": {"text": "${input.ticket}"}}]}
 FLOW_2 = {"steps": [*FLOW["steps"], {"id": "reply", "kind": "task"}]}
 
 
-def _headers(project: str, scope: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {key_secret(project, scope)}"}
-
-
-@pytest.fixture(
-    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
-def daemon(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[DaemonProcess]:
-    tmp = tmp_path_factory.mktemp("definitions")
-    env = {
-        **storage_env(request.param, tmp, request),
-        "MCPD_SECURITY_KEYS_FILE": str(write_keys_file(tmp / "keys.toml")),
-        "MCPD_ORCHESTRATOR_LEASE_TTL_MS": str(LEASE_TTL_MS),
-    }
-    with DaemonProcess(extra_env=env) as process:
-        yield process
-
-
 @pytest.fixture
-def http(daemon: DaemonProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=f"{daemon.http_url}/v1/api", timeout=20) as client:
-        yield client
+def http(orchestrator_api: httpx.Client) -> httpx.Client:
+    return orchestrator_api
 
 
 def _post(http: httpx.Client, document: dict[str, Any], project: str = "alpha") -> httpx.Response:
-    return http.post("/definitions", json=document, headers=_headers(project, "execute"))
+    return http.post("/definitions", json=document, headers=bearer(project, "execute"))
 
 
 def test_the_versioning_rule_over_rest(http: httpx.Client) -> None:
@@ -73,7 +50,7 @@ def test_the_versioning_rule_over_rest(http: httpx.Client) -> None:
     error = held.json()["error"]
     assert (error["field"], error["reason"]) == ("version", "DEFINITION_VERSION_HELD")
 
-    read = http.get("/definitions/triage/versions/2", headers=_headers("alpha", "read"))
+    read = http.get("/definitions/triage/versions/2", headers=bearer("alpha", "read"))
     assert read.status_code == 200, read.text
     stored = read.json()
     assert (stored["project"], stored["id"], stored["version"], stored["kind"]) == (
@@ -84,7 +61,7 @@ def test_the_versioning_rule_over_rest(http: httpx.Client) -> None:
     )
     assert stored["body"] == FLOW_2
     assert "created_at" in stored
-    missing = http.get("/definitions/triage/versions/3", headers=_headers("alpha", "read"))
+    missing = http.get("/definitions/triage/versions/3", headers=bearer("alpha", "read"))
     assert missing.status_code == 404
     assert missing.json()["error"]["field"] == "version"
 
@@ -105,23 +82,23 @@ def test_a_refused_body_names_the_field_and_stores_nothing(http: httpx.Client) -
     assert bad_id.json()["error"]["field"] == "id"
     no_body = _post(http, {"id": "refused"})
     assert no_body.json()["error"]["field"] == "body"
-    listed = http.get("/definitions", headers=_headers("alpha", "read")).json()
+    listed = http.get("/definitions", headers=bearer("alpha", "read")).json()
     assert "refused" not in [d["id"] for d in listed["definitions"]]
 
 
 def test_definitions_stay_in_the_project_of_the_key(http: httpx.Client) -> None:
     assert _post(http, {"id": "beta_only", "body": FLOW}, project="beta").status_code == 200
-    alpha = http.get("/definitions", headers=_headers("alpha", "read")).json()
-    beta = http.get("/definitions", headers=_headers("beta", "read")).json()
+    alpha = http.get("/definitions", headers=bearer("alpha", "read")).json()
+    beta = http.get("/definitions", headers=bearer("beta", "read")).json()
     assert "beta_only" not in [d["id"] for d in alpha["definitions"]]
     assert [d["id"] for d in beta["definitions"]] == ["beta_only"]
-    crossing = http.get("/definitions/beta_only/versions/1", headers=_headers("alpha", "read"))
+    crossing = http.get("/definitions/beta_only/versions/1", headers=bearer("alpha", "read"))
     assert crossing.status_code == 404
     # A key of another project naming this one is refused, not answered.
     foreign = http.post(
         "/definitions",
         json={"project": "beta", "id": "x", "body": FLOW},
-        headers=_headers("alpha", "execute"),
+        headers=bearer("alpha", "execute"),
     )
     assert foreign.status_code == 403, foreign.text
 
@@ -133,7 +110,7 @@ def test_the_listing_pages_in_id_order_with_the_highest_versions(http: httpx.Cli
     seen: list[tuple[str, int]] = []
     params: dict[str, str] = {"limit": "2"}
     while True:
-        page = http.get("/definitions", params=params, headers=_headers("beta", "read")).json()
+        page = http.get("/definitions", params=params, headers=bearer("beta", "read")).json()
         seen += [(d["id"], d["version"]) for d in page["definitions"]]
         if not page["page"]["has_more"]:
             break
@@ -153,7 +130,7 @@ def test_registering_a_worker_places_every_definition_and_gives_the_lease_settin
         "worker_id": "w-1",
         "definitions": [{"id": "worker_flow", "body": FLOW}, {"id": "worker_flow", "body": FLOW_2}],
     }
-    answer = http.post("/workers/register", json=registration, headers=_headers("alpha", "worker"))
+    answer = http.post("/workers/register", json=registration, headers=bearer("alpha", "worker"))
     assert answer.status_code == 200, answer.text
     assert answer.json() == {
         "worker_id": "w-1",
@@ -161,8 +138,8 @@ def test_registering_a_worker_places_every_definition_and_gives_the_lease_settin
             {"id": "worker_flow", "version": 1, "assigned": True},
             {"id": "worker_flow", "version": 2, "assigned": True},
         ],
-        "lease_ttl_ms": LEASE_TTL_MS,
-        "heartbeat_ms": LEASE_TTL_MS // 3,
+        "lease_ttl_ms": ORCHESTRATOR_LEASE_TTL_MS,
+        "heartbeat_ms": ORCHESTRATOR_LEASE_TTL_MS // 3,
     }
 
 
@@ -174,7 +151,7 @@ def test_a_refused_registration_names_the_document_and_stores_none(http: httpx.C
             {"id": "reg_bad", "body": {"steps": [{"id": "a", "kind": "sleep"}]}},
         ],
     }
-    answer = http.post("/workers/register", json=registration, headers=_headers("alpha", "worker"))
+    answer = http.post("/workers/register", json=registration, headers=bearer("alpha", "worker"))
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["field"] == "definitions[1].steps[0].duration_ms"
     held = {
@@ -185,22 +162,22 @@ def test_a_refused_registration_names_the_document_and_stores_none(http: httpx.C
             {"id": "triage_held", "version": 1, "body": FLOW_2},
         ],
     }
-    conflict = http.post("/workers/register", json=held, headers=_headers("alpha", "worker"))
+    conflict = http.post("/workers/register", json=held, headers=bearer("alpha", "worker"))
     assert conflict.status_code == 409, conflict.text
     assert conflict.json()["error"]["field"] == "definitions[2].version"
-    listed = http.get("/definitions", headers=_headers("alpha", "read")).json()
+    listed = http.get("/definitions", headers=bearer("alpha", "read")).json()
     names = [d["id"] for d in listed["definitions"]]
     assert "reg_ok" not in names
     assert "triage_held" not in names
     nobody = http.post(
-        "/workers/register", json={"definitions": []}, headers=_headers("alpha", "worker")
+        "/workers/register", json={"definitions": []}, headers=bearer("alpha", "worker")
     )
     assert nobody.json()["error"]["field"] == "worker_id"
 
 
-def test_the_same_calls_over_grpc(daemon: DaemonProcess) -> None:
-    metadata = (("authorization", f"Bearer {key_secret('beta', 'execute')}"),)
-    with grpc.insecure_channel(daemon.grpc_addr) as channel:
+def test_the_same_calls_over_grpc(orchestrator_daemon: DaemonProcess) -> None:
+    metadata = bearer_metadata("beta", "execute")
+    with grpc.insecure_channel(orchestrator_daemon.grpc_addr) as channel:
         stub = orchestrator_service_pb2_grpc.OrchestratorServiceStub(channel)
         document = runs_pb2.DefinitionDocument(id="over_grpc", body=value_of(FLOW))
         placed = stub.CreateDefinition(document, metadata=metadata, timeout=10)
@@ -212,7 +189,7 @@ def test_the_same_calls_over_grpc(daemon: DaemonProcess) -> None:
         assert caught.value.code() is grpc.StatusCode.ABORTED
         failure = rpc_failure_from(cast(grpc.aio.AioRpcError, caught.value))
         assert (failure.reason, failure.field) == ("DEFINITION_VERSION_HELD", "version")
-        read_metadata = (("authorization", f"Bearer {key_secret('beta', 'read')}"),)
+        read_metadata = bearer_metadata("beta", "read")
         stored = stub.GetDefinitionVersion(
             orchestrator_service_pb2.GetDefinitionVersionRequest(id="over_grpc", version=1),
             metadata=read_metadata,

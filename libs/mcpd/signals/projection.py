@@ -51,21 +51,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from mcpd.signals.batch import HeldTrace
+from mcpd.signals.messages import CORRELATION_FIELDS
 from mcpd.signals.rows import FeedbackRow, ScoreRow, SpanRow, TraceRow
-
-CORRELATION_FIELDS = (
-    "environment",
-    "service_name",
-    "service_version",
-    "session_id",
-    "thread_id",
-    "user_id",
-    "resource_id",
-    "run_id",
-    "request_id",
-    "experiment_id",
-    "release",
-)
 
 # The span columns `project_trace` reads; stores select only these.
 PROJECTION_SPAN_COLUMNS: tuple[str, ...] = (

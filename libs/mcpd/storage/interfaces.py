@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from mcpd.model.v1 import account_pb2, query_pb2
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
@@ -41,8 +41,12 @@ from mcpd.storage.records import AuditPage, StoredAccount, StoredKey, StoredSess
 from mcpd.storage.run_records import (
     NewDefinition,
     PlacedDefinition,
+    RunDetailRecord,
     RunErasure,
+    RunEventRow,
+    RunRow,
     StoredDefinition,
+    TimerRow,
 )
 
 
@@ -323,7 +327,65 @@ class DefinitionReads(Protocol):
 
 
 @runtime_checkable
-class RunStore(MigratedStore, RunSubjectErasure, DefinitionWrites, DefinitionReads, Protocol):
+class RunStarts(Protocol):
+    """Starting runs."""
+
+    def start_run(
+        self,
+        run: RunRow,
+        events: Sequence[tuple[str, Any]],
+        timers: Sequence[TimerRow],
+        *,
+        now: int,
+        key_ttl_ns: int,
+    ) -> tuple[RunRow, bool]:
+        """Store a new run, its first events (kind, payload; `seq` from the run header, from 0)
+        and its timers in one transaction, and answer it with True. With an `idempotency_key` on
+        the run, atomically whoever else starts at the same moment: a key another run of the
+        project took less than `key_ttl_ns` before `now` answers that run with False and stores
+        nothing."""
+        ...
+
+
+@runtime_checkable
+class RunReads(Protocol):
+    """Reading runs, their journal and their event log."""
+
+    def run_detail(self, project: str, run_id: str) -> RunDetailRecord | None:
+        """The project's run with its attempts (in the order written), timers and waits."""
+        ...
+
+    def list_runs(
+        self,
+        project: str,
+        *,
+        statuses: Sequence[str],
+        definition_id: str | None,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[RunRow]:
+        """Up to `limit` of the project's runs, newest first (created_at, then run_id, both
+        descending), after the (created_at, run_id) `after`, with one of `statuses` (any when
+        empty) and of `definition_id` when given."""
+        ...
+
+    def run_events(
+        self, project: str, run_id: str, *, after: int | None, limit: int
+    ) -> list[RunEventRow]:
+        """Up to `limit` rows of the project's run's event log with seq above `after`, in order."""
+        ...
+
+
+@runtime_checkable
+class RunStore(
+    MigratedStore,
+    RunSubjectErasure,
+    DefinitionWrites,
+    DefinitionReads,
+    RunStarts,
+    RunReads,
+    Protocol,
+):
     """Definitions, runs, step attempts, run events, timers, waits, parked events, idempotency:
     every part above, for the composition root (the orchestrator role owns this store)."""
 

@@ -4,13 +4,15 @@
 its counts (`runs_erased`, `runs_in_flight`) and turns `in_flight_roots` into the note that
 tells an operator which run trees to cancel or wait for before sending the request again.
 `StoredDefinition` and `PlacedDefinition` are the spec's Definition and DefinitionVersion;
-`NewDefinition` is a checked DefinitionDocument.
+`NewDefinition` is a checked DefinitionDocument. The run rows (`RunRow`, `AttemptRow`,
+`TimerRow`, `WaitRow`, `RunEventRow`) are the run store's tables as the orchestrator reads and
+writes them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,3 +60,111 @@ class PlacedDefinition:
     id: str
     version: int
     assigned: bool
+
+
+class RunRow(TypedDict):
+    """One `runs` row: the spec's Run with its cursor and correlation flattened (the
+    correlation's `run_id` is the run's own and `project` the row's). Times in epoch ns."""
+
+    run_id: str
+    project: str
+    definition_id: str
+    definition_version: int
+    status: str
+    cursor_index: int
+    cursor_construct: str
+    cursor_step_key: str | None
+    input: Any
+    output: Any
+    state: Any
+    error: str | None
+    environment: str | None
+    service_name: str | None
+    service_version: str | None
+    session_id: str | None
+    thread_id: str | None
+    user_id: str | None
+    resource_id: str | None
+    request_id: str | None
+    experiment_id: str | None
+    release: str | None
+    trace_id: str
+    steps_used: int
+    max_steps: int | None
+    cost_usd: float
+    max_cost_usd: float | None
+    deadline_at: int | None
+    idempotency_key: str | None
+    root_run_id: str
+    parent_run_id: str | None
+    parent_step_key: str | None
+    depth: int
+    next_event_seq: int
+    created_at: int
+    updated_at: int
+    ended_at: int | None
+
+
+class RunEventRow(TypedDict):
+    """One row of a run's event log."""
+
+    run_id: str
+    seq: int
+    kind: str
+    payload: Any
+    at: int
+
+
+class AttemptRow(TypedDict):
+    """One `step_attempts` row (the spec's StepAttempt)."""
+
+    run_id: str
+    step_key: str
+    attempt: int
+    kind: str
+    effect: str
+    status: str
+    input: Any
+    output: Any
+    error: Any
+    usage: Any
+    cost_usd: float | None
+    span_id: str
+    lease_owner: str | None
+    lease_until: int | None
+    started_at: int | None
+    orphaned_at: int | None
+    reclaim_until: int | None
+    attempts_left: int | None
+    ended_at: int | None
+    created_at: int
+
+
+class TimerRow(TypedDict):
+    """One deadline the daemon holds for a run; `step_key` '' for a run-level one."""
+
+    run_id: str
+    kind: str
+    step_key: str
+    attempt: int | None
+    due_at: int
+
+
+class WaitRow(TypedDict):
+    """One open wait of a run for an event."""
+
+    run_id: str
+    step_key: str
+    event: str
+    key: str
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunDetailRecord:
+    """A run and everything the daemon holds for it."""
+
+    run: RunRow
+    attempts: list[AttemptRow]
+    timers: list[TimerRow]
+    waits: list[WaitRow]

@@ -29,6 +29,8 @@ def test_exports() -> None:
         "MigratedStore",
         "PriceOverrides",
         "ProjectCatalog",
+        "RunReads",
+        "RunStarts",
         "RunStore",
         "RunSubjectErasure",
         "STORE_NAMES",

@@ -32,10 +32,14 @@ from mcpd.storage import capabilities
 from mcpd.storage.run_records import (
     NewDefinition,
     PlacedDefinition,
+    RunDetailRecord,
     RunErasure,
+    RunEventRow,
+    RunRow,
     StoredDefinition,
+    TimerRow,
 )
-from mcpd.storage.sql import definitions, run_erasure, signals
+from mcpd.storage.sql import definitions, run_erasure, runs, signals
 from mcpd.storage.sql.base import SqlStore
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.engine import read_connection
@@ -269,6 +273,54 @@ class SqlRunStore(SqlStore):
                     conn, self._dialect, project, documents[index], index, now=now
                 )
         return [placed[index] for index in range(len(documents))]
+
+    def start_run(
+        self,
+        run: RunRow,
+        events: Sequence[tuple[str, Any]],
+        timers: Sequence[TimerRow],
+        *,
+        now: int,
+        key_ttl_ns: int,
+    ) -> tuple[RunRow, bool]:
+        """Store a new run with its first events and timers, or answer the run its key names
+        (`runs`)."""
+        with self._engine.begin() as conn:
+            return runs.start_run(
+                conn, self._dialect, run, events, timers, now=now, key_ttl_ns=key_ttl_ns
+            )
+
+    def run_detail(self, project: str, run_id: str) -> RunDetailRecord | None:
+        """The run with its attempts, timers and waits, or None."""
+        with read_connection(self._engine) as conn:
+            return runs.run_detail(conn, project, run_id)
+
+    def list_runs(
+        self,
+        project: str,
+        *,
+        statuses: Sequence[str],
+        definition_id: str | None,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[RunRow]:
+        """A page of the project's runs, newest first."""
+        with read_connection(self._engine) as conn:
+            return runs.list_runs(
+                conn,
+                project,
+                statuses=statuses,
+                definition_id=definition_id,
+                after=after,
+                limit=limit,
+            )
+
+    def run_events(
+        self, project: str, run_id: str, *, after: int | None, limit: int
+    ) -> list[RunEventRow]:
+        """The run's event log after `after`, in order."""
+        with read_connection(self._engine) as conn:
+            return runs.run_events_after(conn, project, run_id, after=after, limit=limit)
 
     def definition(
         self, project: str, definition_id: str, version: int | None = None

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import Boolean, Column, Double, Index, MetaData, Text
 
+from mcpd.signals.messages import CORRELATION_FIELDS
 from mcpd.storage.sql.types import Count, JsonDocument
 
 # Deterministic constraint names, identical on both dialects, so migrations can name them.
@@ -22,21 +23,6 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
     "ck": "ck_%(table_name)s_%(constraint_name)s",
 }
-
-# Correlation fields after `project` (which every table names on its own, as its first key).
-CORRELATION_FIELDS = (
-    "environment",
-    "service_name",
-    "service_version",
-    "session_id",
-    "thread_id",
-    "user_id",
-    "resource_id",
-    "run_id",
-    "request_id",
-    "experiment_id",
-    "release",
-)
 
 
 def new_metadata() -> MetaData:

@@ -1,0 +1,312 @@
+"""Runs: starting one against a pinned definition version, and reading runs, their journal and
+their event log.
+
+A start resolves the definition version (the highest stored when the request names none, and
+the run records it), validates the input against the definition's `input_schema` (a 400 naming
+`input.<path>`), stores the run's correlation as sent (the run store is the run's working
+state; the spans the daemon writes for it go through ingest's redaction), places the cursor on
+the first node and writes `run_started` and `run_cursor` in the same transaction. A definition
+with `limits.run_timeout_ms` gets its `deadline_at` and a `run_timeout` timer. An
+`idempotency_key` makes the start idempotent in its project for 24 hours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, cast
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from mcpd.codec import enum_names
+from mcpd.model.v1 import enums_pb2, runs_pb2, telemetry_pb2
+from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
+from mcpd.runtime import cursors
+from mcpd.runtime.clock import Clock, epoch_nanos
+from mcpd.runtime.errors import InvalidArgument, NotFound, quoted
+from mcpd.runtime.ids import new_id, new_trace_id
+from mcpd.signals.messages import CORRELATION_FIELDS, python_of, timestamp_of, value_of
+from mcpd.storage.interfaces import DefinitionReads, RunReads, RunStarts
+from mcpd.storage.run_records import AttemptRow, RunEventRow, RunRow, TimerRow, WaitRow
+from mcpd.workflows import json_path
+
+__all__ = ["IDEMPOTENCY_TTL_NS", "RunStore", "Runs"]
+
+IDEMPOTENCY_TTL_NS = 24 * 3600 * 1_000_000_000
+MAX_KEY_CHARS = 256
+_NS_PER_MS = 1_000_000
+# The run's own id is its correlation's `run_id`; the rest is kept as the start sent it.
+_CORRELATION = tuple(name for name in CORRELATION_FIELDS if name != "run_id")
+_RUN_STATUS = enum_names(enums_pb2.RunStatus.DESCRIPTOR)
+_ATTEMPT_STATUS = enum_names(enums_pb2.AttemptStatus.DESCRIPTOR)
+_CONSTRUCT = enum_names(enums_pb2.ConstructKind.DESCRIPTOR)
+_STEP_KIND = enum_names(enums_pb2.StepKind.DESCRIPTOR)
+_EFFECT = enum_names(enums_pb2.Effect.DESCRIPTOR)
+_TIMER = enum_names(enums_pb2.TimerKind.DESCRIPTOR)
+_EVENT_KIND = enum_names(enums_pb2.RunEventKind.DESCRIPTOR)
+_LIST = "runs"
+_POSITION = (int, str)
+DEFAULT_EVENTS = 100
+
+
+class RunStore(DefinitionReads, RunStarts, RunReads, Protocol):
+    """What runs need of the run store."""
+
+
+class Runs:
+    """Starting and reading the runs of a project."""
+
+    def __init__(self, store: RunStore, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    def start(self, request: runs_pb2.StartRunRequest) -> runs_pb2.Run:
+        """Start a run (see the module docstring); the same run again for a held key."""
+        project = request.project
+        version = request.version if request.HasField("version") else None
+        if not request.definition_id:
+            raise InvalidArgument("definition_id is required", field="definition_id")
+        definition = self._store.definition(project, request.definition_id, version)
+        if definition is None:
+            field = "version" if version is not None else "definition_id"
+            which = f" version {version}" if version is not None else ""
+            raise NotFound(
+                f"definition {quoted(request.definition_id)}{which} is not stored", field=field
+            )
+        document = python_of(request.input) if request.HasField("input") else None
+        _check_input(definition.body.get("input_schema"), document)
+        key = request.idempotency_key if request.HasField("idempotency_key") else None
+        if key is not None and not 1 <= len(key) <= MAX_KEY_CHARS:
+            raise InvalidArgument(
+                f"idempotency_key must be 1 to {MAX_KEY_CHARS} characters", field="idempotency_key"
+            )
+        now = epoch_nanos(self._clock.now())
+        run_id = new_id()
+        first = definition.body["steps"][0]
+        limits = definition.body.get("limits", {})
+        timeout_ms = limits.get("run_timeout_ms")
+        deadline = None if timeout_ms is None else now + timeout_ms * _NS_PER_MS
+        correlation = request.correlation
+        fields: dict[str, Any] = {
+            "run_id": run_id,
+            "project": project,
+            "definition_id": definition.id,
+            "definition_version": definition.version,
+            "status": "running",
+            "cursor_index": 0,
+            "cursor_construct": first["kind"],
+            "cursor_step_key": first["id"],
+            "input": document,
+            "output": None,
+            "state": None,
+            "error": None,
+            **{name: _optional(correlation, name) for name in _CORRELATION},
+            "trace_id": new_trace_id(),
+            "steps_used": 0,
+            "max_steps": limits.get("max_steps"),
+            "cost_usd": 0.0,
+            "max_cost_usd": limits.get("max_cost_usd"),
+            "deadline_at": deadline,
+            "idempotency_key": key,
+            "root_run_id": run_id,
+            "parent_run_id": None,
+            "parent_step_key": None,
+            "depth": 0,
+            "next_event_seq": 0,
+            "created_at": now,
+            "updated_at": now,
+            "ended_at": None,
+        }
+        run = cast(RunRow, fields)
+        events = [
+            (
+                "run_started",
+                {"definition_id": definition.id, "definition_version": definition.version},
+            ),
+            ("run_cursor", {"index": 0, "construct": first["kind"], "step_key": first["id"]}),
+        ]
+        deadlines: list[TimerRow] = []
+        if deadline is not None:
+            deadlines.append(
+                {
+                    "run_id": run_id,
+                    "kind": "run_timeout",
+                    "step_key": "",
+                    "attempt": None,
+                    "due_at": deadline,
+                }
+            )
+        stored, _ = self._store.start_run(
+            run, events, deadlines, now=now, key_ttl_ns=IDEMPOTENCY_TTL_NS
+        )
+        return run_message(stored)
+
+    def get(self, request: rpc.GetRunRequest) -> runs_pb2.RunDetail:
+        """One run with its attempts, timers and waits; NotFound naming `run_id`."""
+        detail = self._store.run_detail(request.project, request.run_id)
+        if detail is None:
+            raise NotFound(f"run {quoted(request.run_id)} does not exist", field="run_id")
+        return runs_pb2.RunDetail(
+            run=run_message(detail.run),
+            attempts=[_attempt_message(row) for row in detail.attempts],
+            timers=[_timer_message(row) for row in detail.timers],
+            waits=[_wait_message(row) for row in detail.waits],
+        )
+
+    def list(self, request: rpc.ListRunsRequest) -> runs_pb2.RunListResponse:
+        """A page of the project's runs, newest first."""
+        page = cursors.paging(request, _LIST, _POSITION)
+        statuses = [_RUN_STATUS.by_number[number] for number in request.status if number]
+        after = None if page.after is None else (int(page.after[0]), str(page.after[1]))
+        found = self._store.list_runs(
+            request.project,
+            statuses=statuses,
+            definition_id=request.definition_id if request.HasField("definition_id") else None,
+            after=after,
+            limit=page.limit + 1,
+        )
+        shown = found[: page.limit]
+        answer = runs_pb2.RunListResponse(runs=[run_message(row) for row in shown])
+        answer.page.has_more = len(found) > page.limit
+        if answer.page.has_more:
+            last = shown[-1]
+            answer.page.next_cursor = cursors.next_cursor(
+                request, _LIST, [last["created_at"], last["run_id"]]
+            )
+        return answer
+
+    def events(self, request: rpc.ListRunEventsRequest) -> runs_pb2.RunEventPage:
+        """The run's event log after `after`; NotFound naming `run_id` for no such run."""
+        limit = cursors.limit_of(request, DEFAULT_EVENTS)
+        after = request.after if request.HasField("after") else None
+        found = self._store.run_events(
+            request.project, request.run_id, after=after, limit=limit + 1
+        )
+        if not found and self._store.run_detail(request.project, request.run_id) is None:
+            raise NotFound(f"run {quoted(request.run_id)} does not exist", field="run_id")
+        return runs_pb2.RunEventPage(
+            events=[_event_message(row) for row in found[:limit]], has_more=len(found) > limit
+        )
+
+
+def _check_input(schema: Any, document: Any) -> None:
+    """InvalidArgument naming `input.<path>` when the input fails the definition's schema."""
+    if schema is None:
+        return
+    error = best_match(Draft202012Validator(schema).iter_errors(document))
+    if error is None:
+        return
+    field = json_path(["input", *error.absolute_path])
+    raise InvalidArgument(
+        f"{field} does not match the definition's input_schema: {error.message}", field=field
+    )
+
+
+def _optional(message: telemetry_pb2.Correlation, name: str) -> str | None:
+    present: bool = message.HasField(name)  # type: ignore[arg-type]  # a field named at run time
+    return str(getattr(message, name)) if present else None
+
+
+def run_message(stored: RunRow) -> runs_pb2.Run:
+    """The spec's Run of a stored row."""
+    row = cast(Mapping[str, Any], stored)
+    run = runs_pb2.Run(
+        run_id=row["run_id"],
+        project=row["project"],
+        definition_id=row["definition_id"],
+        definition_version=row["definition_version"],
+        status=enums_pb2.RunStatus.ValueType(_RUN_STATUS.by_name[row["status"]]),
+        trace_id=row["trace_id"],
+        steps_used=row["steps_used"],
+        cost_usd=row["cost_usd"],
+        root_run_id=row["root_run_id"],
+        depth=row["depth"],
+        created_at=timestamp_of(row["created_at"]),
+        updated_at=timestamp_of(row["updated_at"]),
+    )
+    run.cursor.index = row["cursor_index"]
+    run.cursor.construct = enums_pb2.ConstructKind.ValueType(
+        _CONSTRUCT.by_name[row["cursor_construct"]]
+    )
+    if row["cursor_step_key"] is not None:
+        run.cursor.step_key = row["cursor_step_key"]
+    for name in ("input", "output", "state"):
+        if row[name] is not None:
+            getattr(run, name).CopyFrom(value_of(row[name]))
+    run.correlation.project = row["project"]
+    run.correlation.run_id = row["run_id"]
+    for name in _CORRELATION:
+        value = row[name]
+        if value is not None:
+            setattr(run.correlation, name, value)
+    for name in (
+        "error",
+        "max_steps",
+        "max_cost_usd",
+        "idempotency_key",
+        "parent_run_id",
+        "parent_step_key",
+    ):
+        if row[name] is not None:
+            setattr(run, name, row[name])
+    for name in ("deadline_at", "ended_at"):
+        if row[name] is not None:
+            getattr(run, name).CopyFrom(timestamp_of(row[name]))
+    return run
+
+
+def _attempt_message(stored: AttemptRow) -> runs_pb2.StepAttempt:
+    row = cast(Mapping[str, Any], stored)
+    attempt = runs_pb2.StepAttempt(
+        run_id=row["run_id"],
+        step_key=row["step_key"],
+        attempt=row["attempt"],
+        kind=enums_pb2.StepKind.ValueType(_STEP_KIND.by_name[row["kind"]]),
+        effect=enums_pb2.Effect.ValueType(_EFFECT.by_name[row["effect"]]),
+        status=enums_pb2.AttemptStatus.ValueType(_ATTEMPT_STATUS.by_name[row["status"]]),
+        span_id=row["span_id"],
+        created_at=timestamp_of(row["created_at"]),
+    )
+    for name in ("input", "output"):
+        if row[name] is not None:
+            getattr(attempt, name).CopyFrom(value_of(row[name]))
+    for name in ("cost_usd", "lease_owner", "attempts_left"):
+        if row[name] is not None:
+            setattr(attempt, name, row[name])
+    for name in ("lease_until", "started_at", "orphaned_at", "reclaim_until", "ended_at"):
+        if row[name] is not None:
+            getattr(attempt, name).CopyFrom(timestamp_of(row[name]))
+    return attempt
+
+
+def _timer_message(row: TimerRow) -> runs_pb2.RunTimer:
+    timer = runs_pb2.RunTimer(
+        run_id=row["run_id"],
+        kind=enums_pb2.TimerKind.ValueType(_TIMER.by_name[row["kind"]]),
+        due_at=timestamp_of(row["due_at"]),
+    )
+    if row["step_key"]:
+        timer.step_key = row["step_key"]
+    return timer
+
+
+def _wait_message(row: WaitRow) -> runs_pb2.RunWait:
+    return runs_pb2.RunWait(
+        run_id=row["run_id"],
+        step_key=row["step_key"],
+        event=row["event"],
+        key=row["key"],
+        expires_at=timestamp_of(row["expires_at"]),
+    )
+
+
+def _event_message(row: RunEventRow) -> runs_pb2.RunEvent:
+    event = runs_pb2.RunEvent(
+        run_id=row["run_id"],
+        seq=row["seq"],
+        kind=enums_pb2.RunEventKind.ValueType(_EVENT_KIND.by_name[row["kind"]]),
+        at=timestamp_of(row["at"]),
+    )
+    if row["payload"] is not None:
+        event.payload.CopyFrom(value_of(row["payload"]))
+    return event
