@@ -5,7 +5,9 @@ One flat stack of components, built in order on an `AsyncExitStack` and torn dow
 
 1. storage: the stores the roles serve (migrated here unless the supervisor's server 0 did);
 2. security: the auth interceptor for every address this process and its siblings bind;
-3. the ingest role (pipeline, group-commit writer, tail sampler, trace sessions);
+3. the ingest role (pipeline, group-commit writer, tail sampler, trace sessions) and the
+   orchestrator role with its timer tick (in the primary on SQLite, in every process on
+   PostgreSQL);
 4. the gRPC server (every service of the roles) and, with ingest, the OTLP/gRPC server;
 5. once-per-daemon work, in the primary only: transcript tailing, the retention sweep;
 6. the gateway (`cli.gateway_server`), when this process serves it, calling this process's
@@ -27,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cli import roles as role_table
 from cli.gateway_server import StartGate, channels_for, start_gateway
@@ -42,6 +45,7 @@ from mcpd.runtime.clock import SystemClock
 from mcpd.runtime.config import Settings
 from mcpd.runtime.server import GrpcServer
 from mcpd.storage import STORE_NAMES, Stores, open_stores
+from services.orchestrator import Orchestrator
 
 log = logging.getLogger("mcpd.serve")
 
@@ -102,8 +106,21 @@ async def serve_roles(
     # A server process reaches the roles it serves itself on the shared port (any server serves
     # them); a single role reaches its peers where the configuration says.
     peers = channels_for(stack, settings, dict.fromkeys(grpc_roles, grpc_addr) if plan else {})
+    orchestrator = None
+    if "orchestrator" in roles:
+        # Timers fire in every process on PostgreSQL (SKIP LOCKED shares them), in one on SQLite.
+        orchestrator = _tick_timers(
+            stack, settings, stores, clock, tick=primary or stores.run.backend == "postgres"
+        )
     registrations = role_table.registrations(
-        grpc_roles, stores, settings, clock=clock, peers=peers, service=credential, ingest=ingest
+        grpc_roles,
+        stores,
+        settings,
+        clock=clock,
+        peers=peers,
+        service=credential,
+        ingest=ingest,
+        orchestrator=orchestrator,
     )
     server = await stack.enter_async_context(
         GrpcServer(
@@ -166,6 +183,18 @@ async def _tail_transcripts(
     )
 
 
+def _tick_timers(
+    stack: AsyncExitStack, settings: Settings, stores: Stores, clock: SystemClock, *, tick: bool
+) -> Orchestrator:
+    """The orchestrator role, firing run timers in the background until shutdown when `tick`."""
+    orchestrator = Orchestrator(
+        stores.run, clock=clock, lease_ttl_ms=settings.orchestrator.lease_ttl_ms
+    )
+    if tick:
+        _in_background(stack, orchestrator.tick, name="run-timers")
+    return orchestrator
+
+
 def _sweep_retention(
     stack: AsyncExitStack, settings: Settings, stores: Stores, clock: SystemClock
 ) -> None:
@@ -174,8 +203,15 @@ def _sweep_retention(
     from services.query import RetentionSweeper
 
     sweeper = RetentionSweeper(stores.trace, stores.control, settings.retention, clock)
+    _in_background(stack, sweeper.run, name="retention-sweeper")
+
+
+def _in_background(
+    stack: AsyncExitStack, work: Callable[[asyncio.Event], Coroutine[Any, Any, None]], *, name: str
+) -> None:
+    """Run `work` as a task until shutdown, which sets its stop event and waits for it."""
     done = asyncio.Event()
-    task = asyncio.create_task(sweeper.run(done), name="retention-sweeper")
+    task = asyncio.create_task(work(done), name=name)
 
     async def finish() -> None:
         done.set()

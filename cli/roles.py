@@ -88,10 +88,12 @@ def registrations(
     peers: ChannelFor,
     service: ServiceCredential,
     ingest: IngestRole | None = None,
+    orchestrator: services.orchestrator.Orchestrator | None = None,
 ) -> list[ServiceRegistration]:
     """The gRPC services of `roles`, wired to their dependencies; `peers` finds the process
     serving another service, which a role calls presenting `service`, the service credential;
-    `ingest` is the running ingest role when this process serves it."""
+    `ingest` and `orchestrator` are those roles, built before their services, when this process
+    serves them (one is made here otherwise)."""
     found: list[ServiceRegistration] = []
     security = settings.security
     for role in roles:
@@ -127,9 +129,11 @@ def registrations(
                 )
                 found += services.account.registrations(accounts)
             case "orchestrator":
-                found += services.orchestrator.registrations(
-                    stores.run, clock=clock, lease_ttl_ms=settings.orchestrator.lease_ttl_ms
-                )
+                if orchestrator is None:
+                    orchestrator = services.orchestrator.Orchestrator(
+                        stores.run, clock=clock, lease_ttl_ms=settings.orchestrator.lease_ttl_ms
+                    )
+                found += orchestrator.registrations()
             case "evaluation":
                 found += services.evaluation.registrations()
             case "intelligence":

@@ -21,6 +21,8 @@ from typing import Any
 import grpc
 from starlette.responses import JSONResponse
 
+from mcpd import codec
+from mcpd.model.v1 import runs_pb2
 from mcpd.runtime.errors import McpdError
 from mcpd.runtime.errors_grpc import RpcFailure
 
@@ -114,7 +116,13 @@ def mcpd_error_response(err: McpdError) -> JSONResponse:
 
 def failure_response(failure: RpcFailure) -> JSONResponse:
     """The response for a failed upstream call, its ErrorInfo reason and field included, and
-    `Retry-After` when it carried a RetryInfo."""
+    `Retry-After` when it carried a RetryInfo. A worker call's conflict answers the StepConflict
+    it carried as the whole body (spec, StepConflict), with the status of its code."""
+    for detail in failure.details:
+        if detail.Is(runs_pb2.StepConflict.DESCRIPTOR):
+            conflict = runs_pb2.StepConflict()
+            detail.Unpack(conflict)
+            return JSONResponse(codec.encode(conflict), status_code=http_status(failure.code))
     return error_response(
         failure.code,
         failure.message,

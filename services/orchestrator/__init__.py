@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
 from mcpd.orchestrator.v1.orchestrator_service_pb2_grpc import (
@@ -12,19 +13,35 @@ from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
 from mcpd.storage.interfaces import RunSubjectErasure
 from services.orchestrator.definitions import Definitions, DefinitionStore
+from services.orchestrator.leases import Leases
+from services.orchestrator.mover import Mover, MoverStore
 from services.orchestrator.runs import Runs, RunStore
 from services.orchestrator.servicer import OrchestratorServicer
+from services.orchestrator.timers import Timers
+from services.orchestrator.wakeups import Wakeups
 
-__all__ = ["OrchestratorStore", "registrations"]
+__all__ = ["Orchestrator", "OrchestratorStore"]
 
 
-class OrchestratorStore(RunSubjectErasure, DefinitionStore, RunStore, Protocol):
+class OrchestratorStore(RunSubjectErasure, DefinitionStore, RunStore, MoverStore, Protocol):
     """What the orchestrator needs of the run store."""
 
 
-def registrations(
-    runs: OrchestratorStore, *, clock: Clock, lease_ttl_ms: int
-) -> list[ServiceRegistration]:
-    """The gRPC services this role serves, over the run store it owns."""
-    servicer = OrchestratorServicer(runs, Definitions(runs, clock), Runs(runs, clock), lease_ttl_ms)
-    return [registration(servicer, add_OrchestratorServiceServicer_to_server)]
+class Orchestrator:
+    """The orchestrator role over the run store it owns: its gRPC service, and the timer tick
+    that moves runs whose deadlines come due."""
+
+    def __init__(self, store: OrchestratorStore, *, clock: Clock, lease_ttl_ms: int) -> None:
+        mover = Mover(store, clock, Wakeups(), lease_ttl_ms=lease_ttl_ms)
+        self._servicer = OrchestratorServicer(
+            store, Definitions(store, clock), Runs(store, clock), Leases(mover), lease_ttl_ms
+        )
+        self.timers = Timers(mover)
+
+    def registrations(self) -> list[ServiceRegistration]:
+        """The gRPC services this role serves."""
+        return [registration(self._servicer, add_OrchestratorServiceServicer_to_server)]
+
+    async def tick(self, stop: asyncio.Event) -> None:
+        """Fire timers as they come due until `stop` is set."""
+        await self.timers.run(stop)

@@ -4,8 +4,9 @@ their event log.
 A start resolves the definition version (the highest stored when the request names none, and
 the run records it), validates the input against the definition's `input_schema` (a 400 naming
 `input.<path>`), stores the run's correlation as sent (the run store is the run's working
-state; the spans the daemon writes for it go through ingest's redaction), places the cursor on
-the first node and writes `run_started` and `run_cursor` in the same transaction. A definition
+state; the spans the daemon writes for it go through ingest's redaction), and writes with the
+run its first transition: `run_started`, the cursor on the first node, and the walk from there
+(`walk`), which leaves the first claimable step pending. A definition
 with `limits.run_timeout_ms` gets its `deadline_at` and a `run_timeout` timer. An
 `idempotency_key` makes the start idempotent in its project for 24 hours.
 """
@@ -18,6 +19,7 @@ from typing import Any, Protocol, cast
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from mcpd import codec
 from mcpd.codec import enum_names
 from mcpd.model.v1 import enums_pb2, runs_pb2, telemetry_pb2
 from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
@@ -29,8 +31,9 @@ from mcpd.signals.messages import CORRELATION_FIELDS, python_of, timestamp_of, v
 from mcpd.storage.interfaces import DefinitionReads, RunReads, RunStarts
 from mcpd.storage.run_records import AttemptRow, RunEventRow, RunRow, TimerRow, WaitRow
 from mcpd.workflows import json_path
+from services.orchestrator.walk import Moves, check_served, initial_run
 
-__all__ = ["IDEMPOTENCY_TTL_NS", "RunStore", "Runs"]
+__all__ = ["IDEMPOTENCY_TTL_NS", "RunStore", "Runs", "run_correlation", "run_message"]
 
 IDEMPOTENCY_TTL_NS = 24 * 3600 * 1_000_000_000
 MAX_KEY_CHARS = 256
@@ -82,7 +85,7 @@ class Runs:
             )
         now = epoch_nanos(self._clock.now())
         run_id = new_id()
-        first = definition.body["steps"][0]
+        check_served(definition.body)
         limits = definition.body.get("limits", {})
         timeout_ms = limits.get("run_timeout_ms")
         deadline = None if timeout_ms is None else now + timeout_ms * _NS_PER_MS
@@ -93,9 +96,6 @@ class Runs:
             "definition_id": definition.id,
             "definition_version": definition.version,
             "status": "running",
-            "cursor_index": 0,
-            "cursor_construct": first["kind"],
-            "cursor_step_key": first["id"],
             "input": document,
             "output": None,
             "state": None,
@@ -117,27 +117,20 @@ class Runs:
             "updated_at": now,
             "ended_at": None,
         }
-        run = cast(RunRow, fields)
-        events = [
-            (
-                "run_started",
-                {"definition_id": definition.id, "definition_version": definition.version},
-            ),
-            ("run_cursor", {"index": 0, "construct": first["kind"], "step_key": first["id"]}),
-        ]
-        deadlines: list[TimerRow] = []
+        moves = Moves(initial_run(cast(RunRow, fields)), definition.body, now)
+        moves.event(
+            "run_started",
+            {"definition_id": definition.id, "definition_version": definition.version},
+        )
+        moves.move_cursor(0)
         if deadline is not None:
-            deadlines.append(
-                {
-                    "run_id": run_id,
-                    "kind": "run_timeout",
-                    "step_key": "",
-                    "attempt": None,
-                    "due_at": deadline,
-                }
-            )
+            moves.set_timer("run_timeout", "", None, deadline)
+        moves.advance()
+        # The first transition's run columns are the new row's; the rest is written with it.
+        run = cast(RunRow, {**fields, **moves.changes.run})
+        moves.changes.run = {}
         stored, _ = self._store.start_run(
-            run, events, deadlines, now=now, key_ttl_ns=IDEMPOTENCY_TTL_NS
+            run, moves.changes, now=now, key_ttl_ns=IDEMPOTENCY_TTL_NS
         )
         return run_message(stored)
 
@@ -233,12 +226,7 @@ def run_message(stored: RunRow) -> runs_pb2.Run:
     for name in ("input", "output", "state"):
         if row[name] is not None:
             getattr(run, name).CopyFrom(value_of(row[name]))
-    run.correlation.project = row["project"]
-    run.correlation.run_id = row["run_id"]
-    for name in _CORRELATION:
-        value = row[name]
-        if value is not None:
-            setattr(run.correlation, name, value)
+    run.correlation.CopyFrom(run_correlation(stored))
     for name in (
         "error",
         "max_steps",
@@ -253,6 +241,16 @@ def run_message(stored: RunRow) -> runs_pb2.Run:
         if row[name] is not None:
             getattr(run, name).CopyFrom(timestamp_of(row[name]))
     return run
+
+
+def run_correlation(stored: RunRow) -> telemetry_pb2.Correlation:
+    """The run's correlation: as the start sent it, with the run's own project and id."""
+    row = cast(Mapping[str, Any], stored)
+    correlation = telemetry_pb2.Correlation(project=row["project"], run_id=row["run_id"])
+    for name in _CORRELATION:
+        if row[name] is not None:
+            setattr(correlation, name, row[name])
+    return correlation
 
 
 def _attempt_message(stored: AttemptRow) -> runs_pb2.StepAttempt:
@@ -270,6 +268,11 @@ def _attempt_message(stored: AttemptRow) -> runs_pb2.StepAttempt:
     for name in ("input", "output"):
         if row[name] is not None:
             getattr(attempt, name).CopyFrom(value_of(row[name]))
+    # The journal keeps a StepError and a StepUsage in the spec's JSON shape.
+    if row["error"] is not None:
+        attempt.error.CopyFrom(codec.decode(row["error"], runs_pb2.StepError))
+    if row["usage"] is not None:
+        attempt.usage.CopyFrom(codec.decode(row["usage"], runs_pb2.StepUsage))
     for name in ("cost_usd", "lease_owner", "attempts_left"):
         if row[name] is not None:
             setattr(attempt, name, row[name])

@@ -13,6 +13,7 @@ from mcpd.runtime.errors import InvalidArgument
 from mcpd.runtime.servicers import pending_rpcs
 from mcpd.storage.interfaces import RunSubjectErasure
 from services.orchestrator.definitions import Definitions
+from services.orchestrator.leases import Leases
 from services.orchestrator.runs import Runs
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -20,7 +21,7 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 @pending_rpcs("the run orchestrator issue")
 class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServicer):
-    """Definitions, starting and reading runs, worker registration and the run store's
+    """Definitions, starting and reading runs, workers, claims and leases, and the run store's
     erasure; the rest answers UNIMPLEMENTED until it lands. The auth interceptor has resolved
     each request's project."""
 
@@ -29,11 +30,13 @@ class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServ
         erasure: RunSubjectErasure,
         definitions: Definitions,
         runs: Runs,
+        leases: Leases,
         lease_ttl_ms: int,
     ) -> None:
         self._erasure = erasure
         self._definitions = definitions
         self._runs = runs
+        self._leases = leases
         self._lease_ttl_ms = lease_ttl_ms
 
     async def CreateDefinition(
@@ -87,6 +90,31 @@ class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServ
             lease_ttl_ms=self._lease_ttl_ms,
             heartbeat_ms=self._lease_ttl_ms // 3,
         )
+
+    async def Claim(
+        self, request: runs_pb2.ClaimRequest, context: Context
+    ) -> runs_pb2.ClaimResponse:
+        return await self._leases.claim(request, context.time_remaining())
+
+    async def MarkStarted(
+        self, request: orchestrator_service_pb2.LeaseRequest, context: Context
+    ) -> runs_pb2.LeaseState:
+        return await asyncio.to_thread(self._leases.started, request)
+
+    async def Heartbeat(
+        self, request: orchestrator_service_pb2.LeaseRequest, context: Context
+    ) -> runs_pb2.LeaseState:
+        return await asyncio.to_thread(self._leases.heartbeat, request)
+
+    async def CompleteStep(
+        self, request: orchestrator_service_pb2.CompleteStepRequest, context: Context
+    ) -> runs_pb2.StepAck:
+        return await asyncio.to_thread(self._leases.complete, request)
+
+    async def FailStep(
+        self, request: orchestrator_service_pb2.FailStepRequest, context: Context
+    ) -> runs_pb2.StepAck:
+        return await asyncio.to_thread(self._leases.fail, request)
 
     async def EraseSubjectRuns(
         self, request: orchestrator_service_pb2.EraseSubjectRunsRequest, context: Context

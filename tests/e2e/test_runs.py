@@ -35,17 +35,21 @@ TRIAGE = {
     "steps": STEPS,
 }
 TRIAGE_2 = {**TRIAGE, "steps": [*STEPS, {"id": "close", "kind": "task"}]}
+PLAIN = {"steps": [{"id": "rest", "kind": "agent"}]}
 PAUSE = {"steps": [{"id": "rest", "kind": "sleep", "duration_ms": 1000}]}
 HEX32 = re.compile(r"[0-9a-f]{32}")
+HEX16 = re.compile(r"[0-9a-f]{16}")
 
 
 @pytest.fixture(scope="module")
 def defined(orchestrator_daemon: DaemonProcess) -> DaemonProcess:
-    """The daemon with `triage` at versions 1 and 2 and `pause` in alpha, `triage` in beta."""
+    """The daemon with `triage` at versions 1 and 2, `plain` and `pause` in alpha, `triage` in
+    beta."""
     with httpx.Client(base_url=f"{orchestrator_daemon.http_url}/v1/api", timeout=20) as http:
         for project, definition_id, body in [
             ("alpha", "triage", TRIAGE),
             ("alpha", "triage", TRIAGE_2),
+            ("alpha", "plain", PLAIN),
             ("alpha", "pause", PAUSE),
             ("beta", "triage", TRIAGE),
         ]:
@@ -116,7 +120,19 @@ def test_a_start_pins_the_highest_version_and_keeps_the_context(http: httpx.Clie
     assert detail.status_code == 200, detail.text
     body = detail.json()
     assert body["run"] == run
-    assert body["attempts"] == []
+    (attempt,) = body["attempts"]
+    assert HEX16.fullmatch(attempt.pop("span_id"))
+    assert attempt == {
+        "run_id": run["run_id"],
+        "step_key": "classify",
+        "attempt": 1,
+        "kind": "task",
+        "effect": "at_least_once",
+        "status": "pending",
+        "input": {"text": "my refund never arrived"},
+        "attempts_left": 0,
+        "created_at": run["created_at"],
+    }
     assert body["waits"] == []
     assert body["timers"] == [
         {"run_id": run["run_id"], "kind": "run_timeout", "due_at": run["deadline_at"]}
@@ -172,13 +188,23 @@ def test_input_that_fails_the_schema_names_the_path_and_starts_nothing(
 
 
 def test_a_definition_without_schema_or_timeout_takes_any_input(http: httpx.Client) -> None:
-    started = _start(http, {"definition_id": "pause", "input": [1, "two"]})
+    started = _start(http, {"definition_id": "plain", "input": [1, "two"]})
     assert started.status_code == 200, started.text
     run = started.json()
     assert run["input"] == [1, "two"]
-    assert run["cursor"] == {"index": 0, "construct": "sleep", "step_key": "rest"}
+    assert run["cursor"] == {"index": 0, "construct": "agent", "step_key": "rest"}
     assert "deadline_at" not in run
-    assert _read(http, f"/runs/{run['run_id']}").json()["timers"] == []
+    detail = _read(http, f"/runs/{run['run_id']}").json()
+    assert detail["timers"] == []
+    # A node without an input template hands the step the run's input.
+    assert [(a["kind"], a["input"]) for a in detail["attempts"]] == [("agent", [1, "two"])]
+
+
+def test_a_construct_not_walked_yet_is_refused_by_name(http: httpx.Client) -> None:
+    refused = _start(http, {"definition_id": "pause"})
+    assert refused.status_code == 501, refused.text
+    assert refused.json()["error"]["field"] == "steps[0].kind"
+    assert "sleep" in refused.json()["error"]["message"]
 
 
 def test_an_idempotency_key_starts_one_run_per_project(http: httpx.Client) -> None:
@@ -197,11 +223,11 @@ def test_an_idempotency_key_starts_one_run_per_project(http: httpx.Client) -> No
 
 def test_the_listing_is_newest_first_pages_and_filters(http: httpx.Client) -> None:
     started = [
-        _start(http, {"definition_id": "pause", "input": {"n": n}}).json()["run_id"]
+        _start(http, {"definition_id": "plain", "input": {"n": n}}).json()["run_id"]
         for n in range(3)
     ]
     seen: list[str] = []
-    params: dict[str, Any] = {"definition_id": "pause", "limit": 2}
+    params: dict[str, Any] = {"definition_id": "plain", "limit": 2}
     while True:
         page = _read(http, "/runs", **params).json()
         assert len(page["runs"]) <= 2
@@ -211,9 +237,9 @@ def test_the_listing_is_newest_first_pages_and_filters(http: httpx.Client) -> No
         params["cursor"] = page["page"]["next_cursor"]
     assert seen[:3] == started[::-1]
     assert len(seen) == len(set(seen))
-    running = _read(http, "/runs", definition_id="pause", status="running", limit=100).json()
+    running = _read(http, "/runs", definition_id="plain", status="running", limit=100).json()
     assert {r["run_id"] for r in running["runs"]} == set(seen)
-    ended = _read(http, "/runs", definition_id="pause", status="succeeded").json()
+    ended = _read(http, "/runs", definition_id="plain", status="succeeded").json()
     assert ended["runs"] == []
     # A cursor belongs to its filters.
     mixed = _read(http, "/runs", definition_id="triage", cursor=params.get("cursor", ""))

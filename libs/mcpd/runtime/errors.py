@@ -16,9 +16,10 @@ start, which names the field at fault, is what is kept.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import grpc
+from google.protobuf.message import Message
 
 DOMAIN = "mcpd"
 QUOTE_LIMIT = 200
@@ -51,7 +52,9 @@ class McpdError(Exception):
     `reason` is an UPPER_SNAKE identifier a program can branch on; `field` names the request
     field at fault, as a dotted path (`spans[0].start_time`), when one is. `retry_after_s` says
     how long a caller should wait before trying again (a `google.rpc.RetryInfo` on gRPC, a
-    `Retry-After` header over HTTP), when waiting is what would help.
+    `Retry-After` header over HTTP), when waiting is what would help. `details` are messages a
+    caller reads beside the ErrorInfo (a StepConflict on a 409 from a worker call): packed into
+    the gRPC status, and the body a REST caller gets when the gateway knows their type.
     """
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
@@ -65,6 +68,7 @@ class McpdError(Exception):
         field: str | None = None,
         metadata: Mapping[str, str] | None = None,
         retry_after_s: float | None = None,
+        details: Sequence[Message] = (),
     ) -> None:
         message = shortened(message, MAX_MESSAGE_LENGTH)
         super().__init__(message)
@@ -73,6 +77,7 @@ class McpdError(Exception):
         self.field = None if field is None else shortened(field, QUOTE_LIMIT)
         self.metadata = dict(metadata or {})
         self.retry_after_s = retry_after_s
+        self.details = tuple(details)
 
 
 class InvalidArgument(McpdError):

@@ -15,7 +15,7 @@ from typing import Any, NoReturn, TypeVar
 import grpc
 import grpc.aio
 from google.protobuf import any_pb2, duration_pb2
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -62,10 +62,13 @@ def to_rpc_status(err: McpdError) -> status_pb2.Status:
         delay = duration_pb2.Duration()
         delay.FromNanoseconds(round(err.retry_after_s * 1e9))
         details.append(_packed(error_details_pb2.RetryInfo(retry_delay=delay)))
+    details.extend(_packed(detail) for detail in err.details)
     return status_pb2.Status(code=err.code.value[0], message=err.message, details=details)
 
 
-def _packed(message: error_details_pb2.ErrorInfo | error_details_pb2.RetryInfo) -> any_pb2.Any:
+def _packed(message: Message) -> any_pb2.Any:
+    if isinstance(message, any_pb2.Any):
+        return message
     detail = any_pb2.Any()
     detail.Pack(message)
     return detail
@@ -88,7 +91,7 @@ class RpcFailure:
     `reason`, `field` and `metadata` come from the `ErrorInfo` detail when the server sent one;
     without it (grpc's own errors, a proxy, a peer that is not mcpd) `reason` is the code's name
     (`UNAVAILABLE`), `field` is None and `metadata` is empty. `retry_after_s` is the delay of a
-    `RetryInfo` detail, when the server sent one.
+    `RetryInfo` detail, when the server sent one; `details` every other detail, packed.
     """
 
     code: grpc.StatusCode
@@ -97,6 +100,7 @@ class RpcFailure:
     field: str | None = None
     metadata: dict[str, str] = dataclasses.field(default_factory=dict)
     retry_after_s: float | None = None
+    details: tuple[any_pb2.Any, ...] = ()
 
     def to_error(self) -> McpdError:
         """The `McpdError` to re-raise when relaying this failure to our own caller.
@@ -111,6 +115,7 @@ class RpcFailure:
             field=self.field,
             metadata=self.metadata,
             retry_after_s=self.retry_after_s,
+            details=self.details,
         )
         if cls is McpdError:
             # Instance attribute shadows the class default, so the code survives the round trip.
@@ -129,6 +134,12 @@ def rpc_failure_from(exc: grpc.aio.AioRpcError) -> RpcFailure:
         return RpcFailure(code=code, message=message, reason=code.name, retry_after_s=retry_after_s)
     metadata = dict(info.metadata)
     field_path = metadata.pop(FIELD_KEY, None)
+    others = tuple(
+        detail
+        for detail in details
+        if not detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR)
+        and not detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR)
+    )
     return RpcFailure(
         code=code,
         message=message,
@@ -136,6 +147,7 @@ def rpc_failure_from(exc: grpc.aio.AioRpcError) -> RpcFailure:
         field=field_path,
         metadata=metadata,
         retry_after_s=retry_after_s,
+        details=others,
     )
 
 

@@ -15,9 +15,9 @@ pool, one per call).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from mcpd.model.v1 import account_pb2, query_pb2
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
@@ -41,13 +41,17 @@ from mcpd.storage.records import AuditPage, StoredAccount, StoredKey, StoredSess
 from mcpd.storage.run_records import (
     NewDefinition,
     PlacedDefinition,
+    RunChanges,
     RunDetailRecord,
     RunErasure,
     RunEventRow,
     RunRow,
+    RunSnapshot,
     StoredDefinition,
     TimerRow,
 )
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -331,16 +335,10 @@ class RunStarts(Protocol):
     """Starting runs."""
 
     def start_run(
-        self,
-        run: RunRow,
-        events: Sequence[tuple[str, Any]],
-        timers: Sequence[TimerRow],
-        *,
-        now: int,
-        key_ttl_ns: int,
+        self, run: RunRow, changes: RunChanges, *, now: int, key_ttl_ns: int
     ) -> tuple[RunRow, bool]:
-        """Store a new run, its first events (kind, payload; `seq` from the run header, from 0)
-        and its timers in one transaction, and answer it with True. With an `idempotency_key` on
+        """Store a new run with what its first transition wrote (attempts, events numbered from
+        0, timers) in one transaction, and answer it with True. With an `idempotency_key` on
         the run, atomically whoever else starts at the same moment: a key another run of the
         project took less than `key_ttl_ns` before `now` answers that run with False and stores
         nothing."""
@@ -377,6 +375,43 @@ class RunReads(Protocol):
 
 
 @runtime_checkable
+class RunTransitions(Protocol):
+    """Moving runs: each change of a run is one transaction that reads it under its lock and
+    writes what the orchestrator decided from that read."""
+
+    def transition(
+        self,
+        project: str,
+        run_id: str,
+        decide: Callable[[RunSnapshot], tuple[RunChanges, T]],
+        *,
+        now: int,
+        lease_id: str | None = None,
+        skip_locked: bool = False,
+    ) -> T | None:
+        """Lock the project's run, hand its snapshot (with the lease `lease_id` of this run,
+        when named and found) to `decide`, write the changes it answers in the same transaction
+        (events `at` `now`) and return the rest of its answer. None, deciding nothing, when the
+        run does not exist or, with `skip_locked`, another transaction holds it."""
+        ...
+
+    def claimable(
+        self, project: str, *, run_id: str | None, limit: int
+    ) -> list[tuple[str, str, int]]:
+        """Up to `limit` (run_id, step_key, attempt) of the project's offerable attempts (pending,
+        no retry timer holding the step), oldest first; of one run when `run_id` is given."""
+        ...
+
+    def due_timers(self, *, now: int, limit: int) -> list[tuple[str, TimerRow]]:
+        """Up to `limit` (project, timer) come due by `now`, across projects, soonest first."""
+        ...
+
+    def lease_run(self, project: str, lease_id: str) -> str | None:
+        """The run the project's lease `lease_id` belongs to, or None."""
+        ...
+
+
+@runtime_checkable
 class RunStore(
     MigratedStore,
     RunSubjectErasure,
@@ -384,6 +419,7 @@ class RunStore(
     DefinitionReads,
     RunStarts,
     RunReads,
+    RunTransitions,
     Protocol,
 ):
     """Definitions, runs, step attempts, run events, timers, waits, parked events, idempotency:

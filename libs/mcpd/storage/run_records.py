@@ -5,13 +5,14 @@ its counts (`runs_erased`, `runs_in_flight`) and turns `in_flight_roots` into th
 tells an operator which run trees to cancel or wait for before sending the request again.
 `StoredDefinition` and `PlacedDefinition` are the spec's Definition and DefinitionVersion;
 `NewDefinition` is a checked DefinitionDocument. The run rows (`RunRow`, `AttemptRow`,
-`TimerRow`, `WaitRow`, `RunEventRow`) are the run store's tables as the orchestrator reads and
-writes them.
+`LeaseRow`, `TimerRow`, `WaitRow`, `RunEventRow`) are the run store's tables as the orchestrator
+reads and writes them; a transition reads a `RunSnapshot` and answers the `RunChanges` the store
+applies in the same transaction.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 
@@ -131,6 +132,7 @@ class AttemptRow(TypedDict):
     cost_usd: float | None
     span_id: str
     lease_owner: str | None
+    lease_id: str | None
     lease_until: int | None
     started_at: int | None
     orphaned_at: int | None
@@ -168,3 +170,48 @@ class RunDetailRecord:
     attempts: list[AttemptRow]
     timers: list[TimerRow]
     waits: list[WaitRow]
+
+
+class LeaseRow(TypedDict):
+    """One lease handed to a worker; `outcome` is 'completed' or 'failed' once its own complete
+    or fail landed."""
+
+    lease_id: str
+    run_id: str
+    step_key: str
+    attempt: int
+    worker_id: str
+    issued_at: int
+    outcome: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSnapshot:
+    """What a transition of one run reads, under the run's lock: the run, its journal in the
+    order written, its timers and waits, and the lease the call addresses (when it addresses
+    one)."""
+
+    run: RunRow
+    attempts: list[AttemptRow]
+    timers: list[TimerRow]
+    waits: list[WaitRow]
+    lease: LeaseRow | None = None
+
+
+@dataclass(slots=True)
+class RunChanges:
+    """What one transition writes, applied by the store in the transaction that read the
+    snapshot: columns of the run row, attempts added and updated ((step_key, attempt, columns)),
+    event log rows (kind, payload) numbered from the run header, timers set (replacing one of the
+    same kind and step) and cleared ((kind, step_key)), every timer and wait of the run dropped
+    (a terminal run holds none), leases added and their outcomes ((lease_id, outcome))."""
+
+    run: dict[str, Any] = field(default_factory=dict)
+    new_attempts: list[AttemptRow] = field(default_factory=list)
+    attempt_updates: list[tuple[str, int, dict[str, Any]]] = field(default_factory=list)
+    events: list[tuple[str, Any]] = field(default_factory=list)
+    timers_set: list[TimerRow] = field(default_factory=list)
+    timers_cleared: list[tuple[str, str]] = field(default_factory=list)
+    drop_timers_and_waits: bool = False
+    new_leases: list[LeaseRow] = field(default_factory=list)
+    lease_outcomes: list[tuple[str, str]] = field(default_factory=list)

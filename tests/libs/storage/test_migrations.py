@@ -67,6 +67,7 @@ RUN_TABLES = {
     "definitions",
     "runs",
     "step_attempts",
+    "leases",
     "run_events",
     "timers",
     "waits",
@@ -99,7 +100,7 @@ REVISIONS = {
         "0005_span_head_json",
         "0006_trace_sessions",
     ],
-    "run": ["0001_initial", "0002_definition_digest"],
+    "run": ["0001_initial", "0002_definition_digest", "0003_leases"],
     "control": ["0001_initial", "0002_key_owner_audit_order", "0003_audit_source_count"],
 }
 
@@ -312,7 +313,7 @@ def test_concurrent_migrators_apply_once(
         for thread in threads:
             thread.join(timeout=60)
         assert errors == []
-        assert sorted(results) == [[], ["0001_initial", "0002_definition_digest"]]
+        assert sorted(results) == [[], ["0001_initial", "0002_definition_digest", "0003_leases"]]
     finally:
         for opened in stores:
             opened.store.close()

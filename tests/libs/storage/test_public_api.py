@@ -33,6 +33,7 @@ def test_exports() -> None:
         "RunStarts",
         "RunStore",
         "RunSubjectErasure",
+        "RunTransitions",
         "STORE_NAMES",
         "SignalAnalytics",
         "SignalErasure",

@@ -10,8 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from mcpd.storage.run_records import NewDefinition, RunRow, TimerRow
-from mcpd.storage.sql import runs
+from mcpd.storage.run_records import NewDefinition, RunChanges, RunRow, RunSnapshot, TimerRow
 from mcpd.storage.sql.stores import SqlRunStore
 
 T = 1_767_225_600_000_000_000
@@ -96,7 +95,8 @@ def timeout(run_id: str, at: int = T) -> TimerRow:
 def start(
     store: SqlRunStore, run: RunRow, *, now: int = T, ttl: int = 24 * HOUR_NS
 ) -> tuple[RunRow, bool]:
-    return store.start_run(run, STARTED, [timeout(run["run_id"], now)], now=now, key_ttl_ns=ttl)
+    changes = RunChanges(events=list(STARTED), timers_set=[timeout(run["run_id"], now)])
+    return store.start_run(run, changes, now=now, key_ttl_ns=ttl)
 
 
 def test_a_start_stores_the_run_its_first_events_and_its_timers(run_store: SqlRunStore) -> None:
@@ -175,27 +175,28 @@ def test_simultaneous_starts_of_one_key_make_one_run(run_store: SqlRunStore) -> 
     assert [e["seq"] for e in run_store.run_events("p", winner, after=None, limit=10)] == [0, 1]
 
 
-def test_appended_events_continue_the_sequence_and_page_after_a_seq(
+def test_transitions_continue_the_event_sequence_and_page_after_a_seq(
     run_store: SqlRunStore,
 ) -> None:
     start(run_store, run_row("r1"))
-    with run_store.engine.begin() as conn:
-        runs.append_events(conn, "p", "r1", [("step_skipped", {"step_key": "a"})], at=T + 1)
-    with run_store.engine.begin() as conn:
-        runs.append_events(
-            conn,
-            "p",
-            "r1",
-            [("run_cursor", {"index": 1, "construct": "end"}), ("run_ended", None)],
-            at=T + 2,
-        )
+
+    def logging(*events: tuple[str, Any]) -> Any:
+        def decide(snapshot: RunSnapshot) -> tuple[RunChanges, int]:
+            return RunChanges(events=list(events)), snapshot.run["next_event_seq"]
+
+        return decide
+
+    seen = run_store.transition("p", "r1", logging(("step_skipped", {"step_key": "a"})), now=T + 1)
+    assert seen == 2
+    two = logging(("run_cursor", {"index": 1, "construct": "end"}), ("run_ended", None))
+    assert run_store.transition("p", "r1", two, now=T + 2) == 3
     every = run_store.run_events("p", "r1", after=None, limit=100)
-    assert [(e["seq"], e["kind"]) for e in every] == [
-        (0, "run_started"),
-        (1, "run_cursor"),
-        (2, "step_skipped"),
-        (3, "run_cursor"),
-        (4, "run_ended"),
+    assert [(e["seq"], e["kind"], e["at"]) for e in every] == [
+        (0, "run_started", T),
+        (1, "run_cursor", T),
+        (2, "step_skipped", T + 1),
+        (3, "run_cursor", T + 2),
+        (4, "run_ended", T + 2),
     ]
     assert every[4]["payload"] is None
     page = run_store.run_events("p", "r1", after=1, limit=2)
@@ -204,6 +205,8 @@ def test_appended_events_continue_the_sequence_and_page_after_a_seq(
     detail = run_store.run_detail("p", "r1")
     assert detail is not None
     assert detail.run["next_event_seq"] == 5
+    # Another project's run is not there to move.
+    assert run_store.transition("q", "r1", logging(("run_ended", None)), now=T + 3) is None
 
 
 def test_the_listing_pages_newest_first_under_its_filters(run_store: SqlRunStore) -> None:
@@ -244,7 +247,8 @@ def test_nothing_is_read_across_projects(run_store: SqlRunStore) -> None:
 def test_a_start_writes_exactly_the_events_it_is_given(
     run_store: SqlRunStore, events: list[tuple[str, Any]]
 ) -> None:
-    stored, _ = run_store.start_run(run_row("r1"), events, [], now=T, key_ttl_ns=HOUR_NS)
+    changes = RunChanges(events=list(events))
+    stored, _ = run_store.start_run(run_row("r1"), changes, now=T, key_ttl_ns=HOUR_NS)
     assert stored["next_event_seq"] == len(events)
     assert len(run_store.run_events("p", "r1", after=None, limit=10)) == len(events)
     detail = run_store.run_detail("p", "r1")

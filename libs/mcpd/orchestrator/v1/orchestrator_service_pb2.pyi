@@ -327,16 +327,20 @@ class LeaseRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     LEASE_ID_FIELD_NUMBER: _builtins.int
+    PROJECT_FIELD_NUMBER: _builtins.int
     lease_id: _builtins.str
     """Lease id."""
+    project: _builtins.str
+    """Project selector: the project of the run the lease belongs to."""
     def __init__(
         self,
         *,
         lease_id: _builtins.str = ...,
+        project: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_id", b"lease_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_id", b"lease_id", "project", b"project"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -350,8 +354,11 @@ class CompleteStepRequest(_message.Message):
 
     LEASE_ID_FIELD_NUMBER: _builtins.int
     RESULT_FIELD_NUMBER: _builtins.int
+    PROJECT_FIELD_NUMBER: _builtins.int
     lease_id: _builtins.str
     """Lease id."""
+    project: _builtins.str
+    """Project selector: the project of the run the lease belongs to."""
     @_builtins.property
     def result(self) -> _runs_pb2.StepResult:
         """The output."""
@@ -361,10 +368,11 @@ class CompleteStepRequest(_message.Message):
         *,
         lease_id: _builtins.str = ...,
         result: _runs_pb2.StepResult | None = ...,
+        project: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_id", b"lease_id", "result", b"result"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_id", b"lease_id", "project", b"project", "result", b"result"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -378,8 +386,11 @@ class FailStepRequest(_message.Message):
 
     LEASE_ID_FIELD_NUMBER: _builtins.int
     FAILURE_FIELD_NUMBER: _builtins.int
+    PROJECT_FIELD_NUMBER: _builtins.int
     lease_id: _builtins.str
     """Lease id."""
+    project: _builtins.str
+    """Project selector: the project of the run the lease belongs to."""
     @_builtins.property
     def failure(self) -> _runs_pb2.StepFailure:
         """The failure."""
@@ -389,10 +400,11 @@ class FailStepRequest(_message.Message):
         *,
         lease_id: _builtins.str = ...,
         failure: _runs_pb2.StepFailure | None = ...,
+        project: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["failure", b"failure"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["failure", b"failure", "lease_id", b"lease_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["failure", b"failure", "lease_id", b"lease_id", "project", b"project"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

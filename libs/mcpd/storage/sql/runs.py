@@ -8,19 +8,19 @@ back; SQLite's BEGIN IMMEDIATE lets one writer in at a time) and the held key's 
 answered instead, so two simultaneous starts of one key make one run. A key past its
 `expires_at` is deleted first and taken afresh.
 
-Event log rows take their `seq` from the run header's `next_event_seq`, in the transaction that
-writes them, so a run's log has no gaps and commits in order.
+The run's first attempts, events and timers are written with it (`transitions.apply_changes`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import cast
 
-from sqlalchemy import Connection, delete, insert, select, tuple_, update
+from sqlalchemy import Connection, delete, insert, select, tuple_
 
 from mcpd.storage.run_records import (
     AttemptRow,
+    RunChanges,
     RunDetailRecord,
     RunEventRow,
     RunRow,
@@ -36,10 +36,10 @@ from mcpd.storage.sql.schema.run import (
     timers,
     waits,
 )
+from mcpd.storage.sql.transitions import apply_changes
 
 __all__ = [
     "START_SCOPE",
-    "append_events",
     "list_runs",
     "run_detail",
     "run_events_after",
@@ -53,8 +53,7 @@ def start_run(
     conn: Connection,
     dialect: SqlDialect,
     run: RunRow,
-    events: Sequence[tuple[str, Any]],
-    deadlines: Sequence[TimerRow],
+    changes: RunChanges,
     *,
     now: int,
     key_ttl_ns: int,
@@ -66,9 +65,7 @@ def start_run(
         if held is not None:
             return held, False
     conn.execute(insert(runs), [dict(run)])
-    append_events(conn, run["project"], run["run_id"], events, at=now)
-    if deadlines:
-        conn.execute(insert(timers), [{"project": run["project"], **d} for d in deadlines])
+    apply_changes(conn, run["project"], run["run_id"], changes, now=now)
     stored = _run(conn, run["project"], run["run_id"])
     assert stored is not None
     return stored, True
@@ -94,33 +91,6 @@ def _take_key(
         return None
     target = conn.execute(select(c.target).where(*where)).scalar_one()
     return _run(conn, run["project"], str(target))
-
-
-def append_events(
-    conn: Connection, project: str, run_id: str, events: Sequence[tuple[str, Any]], *, at: int
-) -> None:
-    """Append (kind, payload) rows to the run's event log, numbered from its header."""
-    if not events:
-        return
-    header = runs.c
-    first = conn.execute(
-        update(runs)
-        .where(header.run_id == run_id, header.project == project)
-        .values(next_event_seq=header.next_event_seq + len(events))
-        .returning(header.next_event_seq)
-    ).scalar_one() - len(events)
-    rows = [
-        {
-            "project": project,
-            "run_id": run_id,
-            "seq": first + n,
-            "kind": kind,
-            "payload": payload,
-            "at": at,
-        }
-        for n, (kind, payload) in enumerate(events)
-    ]
-    conn.execute(insert(run_events), rows)
 
 
 def _run(conn: Connection, project: str, run_id: str) -> RunRow | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import Engine
@@ -32,20 +32,24 @@ from mcpd.storage import capabilities
 from mcpd.storage.run_records import (
     NewDefinition,
     PlacedDefinition,
+    RunChanges,
     RunDetailRecord,
     RunErasure,
     RunEventRow,
     RunRow,
+    RunSnapshot,
     StoredDefinition,
     TimerRow,
 )
-from mcpd.storage.sql import definitions, run_erasure, runs, signals
+from mcpd.storage.sql import definitions, run_erasure, runs, signals, transitions
 from mcpd.storage.sql.base import SqlStore
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.engine import read_connection
 from mcpd.storage.sql.schema import StoreName
 from mcpd.storage.sql.signals import analytics, deltas, erasure, lists
 from mcpd.storage.sql.statistics import PlannerStatistics
+
+T = TypeVar("T")
 
 
 class SqlTraceStore(SqlStore):
@@ -275,20 +279,44 @@ class SqlRunStore(SqlStore):
         return [placed[index] for index in range(len(documents))]
 
     def start_run(
+        self, run: RunRow, changes: RunChanges, *, now: int, key_ttl_ns: int
+    ) -> tuple[RunRow, bool]:
+        """Store a new run with its first changes, or answer the run its key names (`runs`)."""
+        with self._engine.begin() as conn:
+            return runs.start_run(conn, self._dialect, run, changes, now=now, key_ttl_ns=key_ttl_ns)
+
+    def transition(
         self,
-        run: RunRow,
-        events: Sequence[tuple[str, Any]],
-        timers: Sequence[TimerRow],
+        project: str,
+        run_id: str,
+        decide: Callable[[RunSnapshot], tuple[RunChanges, T]],
         *,
         now: int,
-        key_ttl_ns: int,
-    ) -> tuple[RunRow, bool]:
-        """Store a new run with its first events and timers, or answer the run its key names
-        (`runs`)."""
+        lease_id: str | None = None,
+        skip_locked: bool = False,
+    ) -> T | None:
+        """One transition of the run under its lock (`transitions`)."""
         with self._engine.begin() as conn:
-            return runs.start_run(
-                conn, self._dialect, run, events, timers, now=now, key_ttl_ns=key_ttl_ns
+            return transitions.transition(
+                conn, project, run_id, decide, now=now, lease_id=lease_id, skip_locked=skip_locked
             )
+
+    def claimable(
+        self, project: str, *, run_id: str | None, limit: int
+    ) -> list[tuple[str, str, int]]:
+        """The project's offerable attempts, oldest first."""
+        with read_connection(self._engine) as conn:
+            return transitions.claimable(conn, project, run_id=run_id, limit=limit)
+
+    def due_timers(self, *, now: int, limit: int) -> list[tuple[str, TimerRow]]:
+        """Timers come due, soonest first."""
+        with read_connection(self._engine) as conn:
+            return transitions.due_timers(conn, now=now, limit=limit)
+
+    def lease_run(self, project: str, lease_id: str) -> str | None:
+        """The run a lease belongs to."""
+        with read_connection(self._engine) as conn:
+            return transitions.lease_run(conn, project, lease_id)
 
     def run_detail(self, project: str, run_id: str) -> RunDetailRecord | None:
         """The run with its attempts, timers and waits, or None."""

@@ -2,8 +2,8 @@
 
 From the spec's Definition, Run, StepAttempt and RunEvent entities (definitions, runs,
 step_attempts, run_events), RunTimer and RunWait (timers, waits), and what the orchestrator
-needs to keep besides: events held for a later wait (parked_events) and idempotency keys for
-starts and published events (idempotency_keys).
+needs to keep besides: the leases handed to workers (leases), events held for a later wait
+(parked_events) and idempotency keys for starts and published events (idempotency_keys).
 
 Run ids are minted by the daemon, so `runs` keeps the spec's key (`run_id`); every row still
 carries its `project`. The journal tables reference their run with ON DELETE CASCADE so that
@@ -118,6 +118,8 @@ step_attempts = Table(
     Column("cost_usd", Double),
     Column("span_id", Text, nullable=False),
     Column("lease_owner", Text),
+    # The lease that holds the attempt now (a `leases` row); NULL while none does.
+    Column("lease_id", Text),
     Column("lease_until", TimestampNs),
     Column("started_at", TimestampNs),
     Column("orphaned_at", TimestampNs),
@@ -128,6 +130,25 @@ step_attempts = Table(
     PrimaryKeyConstraint("run_id", "step_key", "attempt"),
     # Dispatch: the claimable attempts of a project, oldest first.
     index("step_attempts", "project", "status", "created_at"),
+)
+
+leases = Table(
+    "leases",
+    metadata,
+    # Every lease ever handed out for an attempt: an attempt leased again (after `unservable` or
+    # a reclaim) gets a new one, so a call about an old lease is told `fenced` from
+    # `already_applied` by the lease's own `outcome`.
+    Column("lease_id", Text, nullable=False),
+    Column("project", Text, nullable=False),
+    _run_fk(),
+    Column("step_key", Text, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("worker_id", Text, nullable=False),
+    Column("issued_at", TimestampNs, nullable=False),
+    # 'completed' or 'failed' once this lease's own complete or fail landed; NULL before.
+    Column("outcome", Text),
+    PrimaryKeyConstraint("lease_id"),
+    index("leases", "run_id", "step_key", "attempt"),
 )
 
 run_events = Table(

@@ -1,0 +1,206 @@
+"""Transitions of runs in the run store, on SQLite and PostgreSQL: one transaction reads a run
+under its lock (a `RunSnapshot`), the orchestrator decides, and the `RunChanges` it answers are
+written before the transaction commits.
+
+The lock is the run row's: `SELECT ... FOR UPDATE` on PostgreSQL (with SKIP LOCKED for a claim,
+which would rather take another run's work than wait), and SQLite's single writer (BEGIN
+IMMEDIATE) there. Every change to a run goes through here, so two transitions of one run never
+interleave and each sees the other's writes.
+
+Claims and the timer tick find their candidates with a plain read first (`claimable`,
+`due_timers`) and then move each run in a transition of its own, which decides again from what
+the lock shows: a candidate another process took in between is simply not there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
+
+from sqlalchemy import Connection, and_, delete, exists, insert, select, update
+
+from mcpd.storage.run_records import (
+    AttemptRow,
+    LeaseRow,
+    RunChanges,
+    RunRow,
+    RunSnapshot,
+    TimerRow,
+    WaitRow,
+)
+from mcpd.storage.sql.schema.run import leases, run_events, runs, step_attempts, timers, waits
+
+__all__ = ["append_events", "apply_changes", "claimable", "due_timers", "lease_run", "transition"]
+
+T = TypeVar("T")
+Decide = Callable[[RunSnapshot], tuple[RunChanges, T]]
+_ATTEMPT_COLUMNS = [column for column in step_attempts.c if column.name != "project"]
+_TIMER_COLUMNS = [timers.c.run_id, timers.c.kind, timers.c.step_key, timers.c.attempt]
+
+
+def transition(
+    conn: Connection,
+    project: str,
+    run_id: str,
+    decide: Decide[T],
+    *,
+    now: int,
+    lease_id: str | None = None,
+    skip_locked: bool = False,
+) -> T | None:
+    """Lock the project's run, read its snapshot, apply what `decide` answers and return the
+    rest of its answer; None (deciding nothing) when the run does not exist or, with
+    `skip_locked`, another transaction holds it."""
+    locked = (
+        conn.execute(
+            select(runs)
+            .where(runs.c.project == project, runs.c.run_id == run_id)
+            .with_for_update(skip_locked=skip_locked)
+        )
+        .mappings()
+        .first()
+    )
+    if locked is None:
+        return None
+    changes, answer = decide(_snapshot(conn, cast(RunRow, dict(locked)), lease_id))
+    apply_changes(conn, project, run_id, changes, now=now)
+    return answer
+
+
+def _snapshot(conn: Connection, run: RunRow, lease_id: str | None) -> RunSnapshot:
+    run_id = run["run_id"]
+    a, t, w = step_attempts.c, timers.c, waits.c
+    attempts = conn.execute(
+        select(*_ATTEMPT_COLUMNS).where(a.run_id == run_id).order_by(a.created_at, a.attempt)
+    ).mappings()
+    held = conn.execute(
+        select(*_TIMER_COLUMNS, t.due_at).where(t.run_id == run_id).order_by(t.due_at, t.kind)
+    ).mappings()
+    open_waits = conn.execute(
+        select(w.run_id, w.step_key, w.event, w.key, w.expires_at).where(w.run_id == run_id)
+    ).mappings()
+    lease = None
+    if lease_id is not None:
+        row = (
+            conn.execute(
+                select(*[c for c in leases.c if c.name != "project"]).where(
+                    leases.c.lease_id == lease_id, leases.c.run_id == run_id
+                )
+            )
+            .mappings()
+            .first()
+        )
+        lease = None if row is None else cast(LeaseRow, dict(row))
+    return RunSnapshot(
+        run=run,
+        attempts=[cast(AttemptRow, dict(row)) for row in attempts],
+        timers=[cast(TimerRow, dict(row)) for row in held],
+        waits=[cast(WaitRow, dict(row)) for row in open_waits],
+        lease=lease,
+    )
+
+
+def apply_changes(
+    conn: Connection, project: str, run_id: str, changes: RunChanges, *, now: int
+) -> None:
+    """Write one transition's changes of the run (see `RunChanges`)."""
+    if changes.run:
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(**changes.run))
+    a = step_attempts.c
+    for step_key, attempt, columns in changes.attempt_updates:
+        conn.execute(
+            update(step_attempts)
+            .where(a.run_id == run_id, a.step_key == step_key, a.attempt == attempt)
+            .values(**columns)
+        )
+    if changes.new_attempts:
+        conn.execute(
+            insert(step_attempts), [{"project": project, **row} for row in changes.new_attempts]
+        )
+    t = timers.c
+    if changes.drop_timers_and_waits:
+        conn.execute(delete(timers).where(t.run_id == run_id))
+        conn.execute(delete(waits).where(waits.c.run_id == run_id))
+    replaced = [(row["kind"], row["step_key"]) for row in changes.timers_set]
+    for kind, step_key in [*changes.timers_cleared, *replaced]:
+        conn.execute(
+            delete(timers).where(t.run_id == run_id, t.kind == kind, t.step_key == step_key)
+        )
+    if changes.timers_set:
+        conn.execute(insert(timers), [{"project": project, **row} for row in changes.timers_set])
+    if changes.new_leases:
+        conn.execute(insert(leases), [{"project": project, **row} for row in changes.new_leases])
+    for lease_id, outcome in changes.lease_outcomes:
+        conn.execute(update(leases).where(leases.c.lease_id == lease_id).values(outcome=outcome))
+    append_events(conn, project, run_id, changes.events, at=now)
+
+
+def append_events(
+    conn: Connection, project: str, run_id: str, events: Sequence[tuple[str, Any]], *, at: int
+) -> None:
+    """Append (kind, payload) rows to the run's event log, numbered from its header in the
+    transaction that writes them, so the log has no gaps and commits in order."""
+    if not events:
+        return
+    header = runs.c
+    first = conn.execute(
+        update(runs)
+        .where(header.run_id == run_id, header.project == project)
+        .values(next_event_seq=header.next_event_seq + len(events))
+        .returning(header.next_event_seq)
+    ).scalar_one() - len(events)
+    rows = [
+        {
+            "project": project,
+            "run_id": run_id,
+            "seq": first + n,
+            "kind": kind,
+            "payload": payload,
+            "at": at,
+        }
+        for n, (kind, payload) in enumerate(events)
+    ]
+    conn.execute(insert(run_events), rows)
+
+
+def claimable(
+    conn: Connection, project: str, *, run_id: str | None, limit: int
+) -> list[tuple[str, str, int]]:
+    """Up to `limit` (run_id, step_key, attempt) of the project's offerable attempts, oldest
+    first: pending, with no retry timer still holding the step."""
+    a, t = step_attempts.c, timers.c
+    held = exists().where(t.run_id == a.run_id, t.step_key == a.step_key, t.kind == "retry")
+    statement = select(a.run_id, a.step_key, a.attempt).where(
+        a.project == project, a.status == "pending", ~held
+    )
+    if run_id is not None:
+        statement = statement.where(a.run_id == run_id)
+    statement = statement.order_by(a.created_at, a.run_id, a.step_key).limit(limit)
+    return [(row.run_id, row.step_key, row.attempt) for row in conn.execute(statement)]
+
+
+def due_timers(conn: Connection, *, now: int, limit: int) -> list[tuple[str, TimerRow]]:
+    """Up to `limit` (project, timer) that have come due by `now`, across projects, soonest
+    first."""
+    t = timers.c
+    statement = (
+        select(t.project, *_TIMER_COLUMNS, t.due_at)
+        .where(t.due_at <= now)
+        .order_by(t.due_at, t.run_id, t.kind)
+        .limit(limit)
+    )
+    found: list[tuple[str, TimerRow]] = []
+    for row in conn.execute(statement).mappings():
+        fields: dict[str, Any] = dict(row)
+        project = fields.pop("project")
+        found.append((project, cast(TimerRow, fields)))
+    return found
+
+
+def lease_run(conn: Connection, project: str, lease_id: str) -> str | None:
+    """The run of the project's lease `lease_id`, or None."""
+    c = leases.c
+    found = conn.execute(
+        select(c.run_id).where(and_(c.project == project, c.lease_id == lease_id))
+    ).scalar_one_or_none()
+    return None if found is None else str(found)

@@ -1,0 +1,319 @@
+"""The orchestrator's deadlines on a real SQLite run store with a manual clock: a lapsed lease
+orphans its attempt and a heartbeat inside the reclaim window restores it; a closed window
+requeues an at_least_once attempt (or one never started) and fails an at_most_once run whose
+body started; a step timeout times the attempt out and retries it; a run timeout ends the run
+holding nothing; a retry honours `retry_after_ms` over the backoff; timers fire only when due."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcpd.model.v1 import enums_pb2, runs_pb2
+from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
+from mcpd.runtime.clock import ManualClock
+from mcpd.runtime.errors import Conflict
+from mcpd.signals.messages import value_of
+from mcpd.storage.run_records import NewDefinition
+from mcpd.storage.sql.engine import Synchronous, create_postgres_engine, create_sqlite_engine
+from mcpd.storage.sql.stores import SqlRunStore
+from services.orchestrator.leases import Leases
+from services.orchestrator.mover import Mover
+from services.orchestrator.runs import Runs
+from services.orchestrator.timers import Timers
+from services.orchestrator.wakeups import Wakeups
+from tests.libs.storage.helpers import postgres_schema
+
+LEASE_MS = 1000
+PROJECT = "p"
+
+
+class Daemon:
+    """The orchestrator's domain objects over one store and clock."""
+
+    def __init__(self, store: SqlRunStore, clock: ManualClock) -> None:
+        self.store = store
+        self.clock = clock
+        mover = Mover(store, clock, Wakeups(), lease_ttl_ms=LEASE_MS)
+        self.runs = Runs(store, clock)
+        self.leases = Leases(mover)
+        self.timers = Timers(mover)
+
+    def define(self, name: str, body: dict[str, Any]) -> None:
+        self.store.put_definitions(PROJECT, [NewDefinition(name, "workflow", body, None)], now=0)
+
+    def start(self, name: str) -> str:
+        run = self.runs.start(runs_pb2.StartRunRequest(project=PROJECT, definition_id=name))
+        return run.run_id
+
+    async def claim(
+        self, run_id: str | None, *, worker_id: str = "w", most: int = 10
+    ) -> list[runs_pb2.StepLease]:
+        request = runs_pb2.ClaimRequest(project=PROJECT, worker_id=worker_id, max=most, wait_ms=0)
+        if run_id is not None:
+            request.run_id = run_id
+        return list((await self.leases.claim(request, None)).leases)
+
+    def later(self, ms: int) -> int:
+        """Move the clock on by `ms` and fire what came due; how many timers were due."""
+        self.clock.advance(timedelta(milliseconds=ms))
+        return self.timers.fire_due()
+
+    def detail(self, run_id: str) -> runs_pb2.RunDetail:
+        return self.runs.get(rpc.GetRunRequest(project=PROJECT, run_id=run_id))
+
+    def lease(self, lease_id: str) -> rpc.LeaseRequest:
+        return rpc.LeaseRequest(project=PROJECT, lease_id=lease_id)
+
+
+def sqlite_store(path: Path) -> SqlRunStore:
+    return SqlRunStore(create_sqlite_engine(path, synchronous=Synchronous.NORMAL))
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    store = sqlite_store(tmp_path / "run.db")
+    store.migrate()
+    try:
+        yield Daemon(store, ManualClock())
+    finally:
+        store.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_daemon(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Daemon]:
+    """A daemon on a migrated run store of each SQL backend."""
+    with ExitStack() as stack:
+        if request.param == "postgres":
+            store = SqlRunStore(create_postgres_engine(stack.enter_context(postgres_schema())))
+        else:
+            store = sqlite_store(tmp_path / "run.db")
+        stack.callback(store.close)
+        store.migrate()
+        yield Daemon(store, ManualClock())
+
+
+def statuses(detail: runs_pb2.RunDetail) -> list[tuple[int, str]]:
+    return [(a.attempt, enums_pb2.AttemptStatus.Name(a.status)) for a in detail.attempts]
+
+
+def timer_kinds(detail: runs_pb2.RunDetail) -> list[str]:
+    return sorted(enums_pb2.TimerKind.Name(t.kind) for t in detail.timers)
+
+
+async def test_a_lapsed_lease_orphans_and_a_heartbeat_in_the_window_restores(
+    daemon: Daemon,
+) -> None:
+    daemon.define("one", {"steps": [{"id": "a", "kind": "task"}]})
+    run_id = daemon.start("one")
+    (lease,) = await daemon.claim(run_id)
+    assert daemon.later(LEASE_MS - 1) == 0
+    assert daemon.later(1) == 1
+    detail = daemon.detail(run_id)
+    assert statuses(detail) == [(1, "ATTEMPT_STATUS_ORPHANED")]
+    assert detail.attempts[0].reclaim_until.ToNanoseconds() > 0
+    assert timer_kinds(detail) == ["TIMER_KIND_RECLAIM"]
+    # Not offerable while the window is open.
+    assert await daemon.claim(run_id) == []
+    state = daemon.leases.heartbeat(daemon.lease(lease.lease_id))
+    assert state.reclaimed is True
+    detail = daemon.detail(run_id)
+    assert statuses(detail) == [(1, "ATTEMPT_STATUS_LEASED")]
+    assert timer_kinds(detail) == ["TIMER_KIND_LEASE_EXPIRY"]
+    assert daemon.leases.heartbeat(daemon.lease(lease.lease_id)).reclaimed is False
+
+
+async def test_a_closed_window_requeues_and_the_old_lease_is_fenced(daemon: Daemon) -> None:
+    daemon.define("one", {"steps": [{"id": "a", "kind": "task"}]})
+    run_id = daemon.start("one")
+    (first,) = await daemon.claim(run_id)
+    daemon.later(LEASE_MS)
+    daemon.later(LEASE_MS)
+    assert statuses(daemon.detail(run_id)) == [(1, "ATTEMPT_STATUS_PENDING")]
+    (second,) = await daemon.claim(run_id)
+    assert (second.attempt, second.lease_id != first.lease_id) == (1, True)
+    with pytest.raises(Conflict) as caught:
+        daemon.leases.heartbeat(daemon.lease(first.lease_id))
+    assert caught.value.reason == "FENCED"
+    (conflict,) = caught.value.details
+    assert isinstance(conflict, runs_pb2.StepConflict)
+    assert conflict.attempt_status == enums_pb2.ATTEMPT_STATUS_LEASED
+    daemon.leases.complete(rpc.CompleteStepRequest(project=PROJECT, lease_id=second.lease_id))
+    assert daemon.detail(run_id).run.status == enums_pb2.RUN_STATUS_SUCCEEDED
+
+
+async def test_an_at_most_once_body_that_started_fails_the_run_when_its_lease_is_lost(
+    daemon: Daemon,
+) -> None:
+    daemon.define("pay", {"steps": [{"id": "charge", "kind": "task", "effect": "at_most_once"}]})
+    run_id = daemon.start("pay")
+    (lease,) = await daemon.claim(run_id)
+    daemon.leases.started(daemon.lease(lease.lease_id))
+    daemon.later(LEASE_MS)
+    daemon.later(LEASE_MS)
+    detail = daemon.detail(run_id)
+    assert detail.run.status == enums_pb2.RUN_STATUS_FAILED
+    assert "at_most_once" in detail.run.error
+    # The terminal invariant, in the transaction that ended it.
+    assert statuses(detail) == [(1, "ATTEMPT_STATUS_FAILED")]
+    assert list(detail.timers) == []
+    assert not detail.run.HasField("deadline_at")
+
+
+async def test_an_at_most_once_body_never_started_is_requeued(daemon: Daemon) -> None:
+    daemon.define("pay", {"steps": [{"id": "charge", "kind": "task", "effect": "at_most_once"}]})
+    run_id = daemon.start("pay")
+    await daemon.claim(run_id)
+    daemon.later(LEASE_MS)
+    daemon.later(LEASE_MS)
+    assert statuses(daemon.detail(run_id)) == [(1, "ATTEMPT_STATUS_PENDING")]
+
+
+async def test_a_step_timeout_times_out_the_attempt_and_retries_it(daemon: Daemon) -> None:
+    body = {
+        "steps": [
+            {
+                "id": "slow",
+                "kind": "task",
+                "step_timeout_ms": 300,
+                "retry": {"attempts": 2, "backoff": "fixed", "initial_ms": 50},
+            }
+        ]
+    }
+    daemon.define("slow", body)
+    run_id = daemon.start("slow")
+    (lease,) = await daemon.claim(run_id)
+    assert lease.deadline_ms == 300
+    daemon.leases.heartbeat(daemon.lease(lease.lease_id))
+    daemon.later(300)
+    detail = daemon.detail(run_id)
+    assert statuses(detail) == [(1, "ATTEMPT_STATUS_TIMED_OUT")]
+    assert timer_kinds(detail) == ["TIMER_KIND_RETRY"]
+    daemon.later(49)
+    assert await daemon.claim(run_id) == []
+    daemon.later(1)
+    (retry,) = await daemon.claim(run_id)
+    assert retry.attempt == 2
+    daemon.later(300)
+    detail = daemon.detail(run_id)
+    assert detail.run.status == enums_pb2.RUN_STATUS_FAILED
+    assert detail.run.error == "step_timeout_ms 300 passed"
+
+
+async def test_a_run_timeout_ends_the_run_holding_nothing(daemon: Daemon) -> None:
+    daemon.define(
+        "capped", {"limits": {"run_timeout_ms": 5000}, "steps": [{"id": "a", "kind": "task"}]}
+    )
+    run_id = daemon.start("capped")
+    (lease,) = await daemon.claim(run_id)
+    daemon.leases.started(daemon.lease(lease.lease_id))
+    for _ in range(4):
+        daemon.leases.heartbeat(daemon.lease(lease.lease_id))
+        daemon.later(LEASE_MS)
+    daemon.later(LEASE_MS)
+    detail = daemon.detail(run_id)
+    assert detail.run.status == enums_pb2.RUN_STATUS_TIMED_OUT
+    assert statuses(detail) == [(1, "ATTEMPT_STATUS_FAILED")]
+    assert list(detail.timers) == []
+    assert not detail.run.HasField("deadline_at")
+    with pytest.raises(Conflict) as caught:
+        daemon.leases.heartbeat(daemon.lease(lease.lease_id))
+    assert caught.value.reason == "RUN_TERMINAL"
+
+
+async def test_retry_after_wins_when_larger_than_the_backoff(daemon: Daemon) -> None:
+    body = {"steps": [{"id": "a", "kind": "task", "retry": {"attempts": 3, "initial_ms": 100}}]}
+    daemon.define("limited", body)
+    run_id = daemon.start("limited")
+
+    async def fail_with(retry_after_ms: int | None) -> None:
+        (lease,) = await daemon.claim(run_id)
+        error = runs_pb2.StepError(message="rate limited")
+        setattr(error, "class", enums_pb2.STEP_ERROR_CLASS_RETRYABLE)
+        if retry_after_ms is not None:
+            error.retry_after_ms = retry_after_ms
+        failure = runs_pb2.StepFailure(error=error)
+        request = rpc.FailStepRequest(project=PROJECT, lease_id=lease.lease_id, failure=failure)
+        daemon.leases.fail(request)
+
+    await fail_with(2000)
+    daemon.later(1999)
+    assert await daemon.claim(run_id) == []
+    daemon.later(1)
+    # Exponential from 100 ms: the second wait is 200 ms, larger than a 10 ms retry_after.
+    await fail_with(10)
+    daemon.later(199)
+    assert await daemon.claim(run_id) == []
+    daemon.later(1)
+    (third,) = await daemon.claim(run_id)
+    assert third.attempt == 3
+    assert [a.attempts_left for a in daemon.detail(run_id).attempts] == [2, 1, 0]
+
+
+async def test_the_state_merges_shallowly_and_the_input_renders_per_attempt(
+    daemon: Daemon,
+) -> None:
+    body = {
+        "steps": [
+            {"id": "a", "kind": "task"},
+            {"id": "b", "kind": "task", "input": {"from_state": "${state.k}", "n": "${state.n}"}},
+        ]
+    }
+    daemon.define("state", body)
+    run_id = daemon.start("state")
+    (first,) = await daemon.claim(run_id)
+    result = runs_pb2.StepResult(state=value_of({"k": {"x": 1}, "n": 1}))
+    daemon.leases.complete(
+        rpc.CompleteStepRequest(project=PROJECT, lease_id=first.lease_id, result=result)
+    )
+    (second,) = await daemon.claim(run_id)
+    assert second.input == value_of({"from_state": {"x": 1}, "n": 1})
+    result = runs_pb2.StepResult(state=value_of({"k": {"y": 2}}))
+    daemon.leases.complete(
+        rpc.CompleteStepRequest(project=PROJECT, lease_id=second.lease_id, result=result)
+    )
+    # Shallow: a key's new value replaces the old one whole; other keys stay.
+    assert daemon.detail(run_id).run.state == value_of({"k": {"y": 2}, "n": 1})
+
+
+def test_racing_claims_lease_each_attempt_once(any_daemon: Daemon) -> None:
+    daemon = any_daemon
+    daemon.define("one", {"steps": [{"id": "a", "kind": "task"}]})
+    started = {daemon.start("one") for _ in range(24)}
+    barrier = threading.Barrier(4)
+    taken: list[runs_pb2.StepLease] = []
+    failures: list[BaseException] = []
+
+    def worker(name: str) -> None:
+        try:
+            barrier.wait()
+            while found := asyncio.run(daemon.claim(None, worker_id=name, most=3)):
+                taken.extend(found)
+        except BaseException as error:  # surfaced by the assertion below
+            failures.append(error)
+
+    threads = [threading.Thread(target=worker, args=(f"w{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert Counter(lease.run_id for lease in taken) == Counter(dict.fromkeys(started, 1))
+    assert len({lease.lease_id for lease in taken}) == len(started)
+    for run_id in started:
+        leased = [
+            event
+            for event in daemon.runs.events(
+                rpc.ListRunEventsRequest(project=PROJECT, run_id=run_id)
+            ).events
+            if event.kind == enums_pb2.RUN_EVENT_KIND_STEP_LEASED
+        ]
+        assert len(leased) == 1
