@@ -34,7 +34,7 @@ class Orchestrator:
     def __init__(self, store: OrchestratorStore, *, clock: Clock, lease_ttl_ms: int) -> None:
         mover = Mover(store, clock, Wakeups(), lease_ttl_ms=lease_ttl_ms)
         self._servicer = OrchestratorServicer(
-            store, Definitions(store, clock), Runs(store, clock), Leases(mover), lease_ttl_ms
+            store, Definitions(store, clock), Runs(store, mover), Leases(mover), lease_ttl_ms
         )
         self.timers = Timers(mover)
 

@@ -3,16 +3,18 @@ changes, so a body read is a body kept."""
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from mcpd.runtime.errors import Internal
 from mcpd.storage.interfaces import DefinitionReads
 from mcpd.storage.run_records import RunRow
 
-__all__ = ["Bodies", "node_of"]
+__all__ = ["Bodies", "StepAt", "step_at"]
 
 CAPACITY = 1024
 
@@ -44,10 +46,41 @@ class Bodies:
         return body
 
 
-def node_of(body: Mapping[str, Any], step_key: str) -> Mapping[str, Any]:
-    """The node of a top-level step key."""
-    nodes: list[Mapping[str, Any]] = body["steps"]
-    for node in nodes:
-        if node["id"] == step_key:
-            return node
-    raise Internal(f"step key {step_key!r} names no node of its definition")
+@dataclass(frozen=True, slots=True)
+class StepAt:
+    """What a step key names in a body: its top-level `node`, the `step` it runs (the node
+    itself, a branch, or a foreach or loop body) and `number`, the item index or iteration
+    folded into the key (None for the others)."""
+
+    node: Mapping[str, Any]
+    step: Mapping[str, Any]
+    number: int | None = None
+
+
+_NUMBERED = re.compile(
+    r"(?P<node>[a-z][a-z0-9_]*)\[(?P<number>\d+)\](?:/(?P<body>[a-z][a-z0-9_]*))?"
+)
+
+
+def step_at(body: Mapping[str, Any], step_key: str) -> StepAt:
+    """What `step_key` names in `body` (DEFINITIONS.md, step keys)."""
+    nodes: dict[str, Mapping[str, Any]] = {node["id"]: node for node in body["steps"]}
+    if step_key in nodes:
+        return StepAt(nodes[step_key], nodes[step_key])
+    parent, _, branch = step_key.partition("/")
+    node = nodes.get(parent)
+    if node is not None and node["kind"] == "parallel":
+        for candidate in node["branches"]:
+            if candidate["id"] == branch:
+                return StepAt(node, candidate)
+    numbered = _NUMBERED.fullmatch(step_key)
+    if numbered is not None:
+        node = nodes.get(numbered["node"])
+        wanted = "loop" if numbered["body"] else "foreach"
+        if (
+            node is not None
+            and node["kind"] == wanted
+            and (numbered["body"] is None or node["body"]["id"] == numbered["body"])
+        ):
+            return StepAt(node, node["body"], int(numbered["number"]))
+    raise Internal(f"step key {step_key!r} names no step of its definition")

@@ -35,7 +35,7 @@ from mcpd.runtime.ids import new_id
 from mcpd.signals.messages import python_of, timestamp_of, value_of
 from mcpd.storage.run_records import AttemptRow, RunRow
 from mcpd.workflows import idempotency_key
-from services.orchestrator.bodies import node_of
+from services.orchestrator.bodies import step_at
 from services.orchestrator.mover import Mover
 from services.orchestrator.runs import run_correlation
 from services.orchestrator.walk import Moves
@@ -142,7 +142,12 @@ class Leases:
         leases = []
         for step_key, number in wanted:
             row = moves.attempt(step_key, number)
-            if row is None or row["status"] != "pending" or moves.has_timer("retry", step_key):
+            if (
+                row is None
+                or row["kind"] == "wait"
+                or row["status"] != "pending"
+                or moves.has_timer("retry", step_key)
+            ):
                 continue
             lease_id = new_id()
             expires = moves.now + self._mover.lease_ttl_ns
@@ -154,7 +159,7 @@ class Leases:
                 lease_until=expires,
             )
             moves.set_timer("lease_expiry", step_key, number, expires)
-            node = node_of(moves.body, step_key)
+            node = step_at(moves.body, step_key).step
             if "step_timeout_ms" in node:
                 due = moves.now + node["step_timeout_ms"] * _NS_PER_MS
                 moves.set_timer("step_timeout", step_key, number, due)
@@ -278,8 +283,8 @@ class Leases:
                 row, status="failed", error=stored, lease_until=None, ended_at=moves.now
             )
             if kind == "retryable" and left > 0:
-                node = node_of(moves.body, step_key)
-                delay = max(backoff_ms(node, number), retry_after or 0)
+                step = step_at(moves.body, step_key).step
+                delay = max(backoff_ms(step, number), retry_after or 0)
                 moves.set_timer("retry", step_key, number + 1, moves.now + delay * _NS_PER_MS)
             moves.advance()
             return _ack(moves, attempts_left=left)

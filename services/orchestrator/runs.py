@@ -24,13 +24,14 @@ from mcpd.codec import enum_names
 from mcpd.model.v1 import enums_pb2, runs_pb2, telemetry_pb2
 from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
 from mcpd.runtime import cursors
-from mcpd.runtime.clock import Clock, epoch_nanos
+from mcpd.runtime.clock import epoch_nanos
 from mcpd.runtime.errors import InvalidArgument, NotFound, quoted
 from mcpd.runtime.ids import new_id, new_trace_id
 from mcpd.signals.messages import CORRELATION_FIELDS, python_of, timestamp_of, value_of
 from mcpd.storage.interfaces import DefinitionReads, RunReads, RunStarts
 from mcpd.storage.run_records import AttemptRow, RunEventRow, RunRow, TimerRow, WaitRow
 from mcpd.workflows import json_path
+from services.orchestrator.mover import Mover
 from services.orchestrator.walk import Moves, check_served, initial_run
 
 __all__ = ["IDEMPOTENCY_TTL_NS", "RunStore", "Runs", "run_correlation", "run_message"]
@@ -53,15 +54,16 @@ DEFAULT_EVENTS = 100
 
 
 class RunStore(DefinitionReads, RunStarts, RunReads, Protocol):
-    """What runs need of the run store."""
+    """What runs need of the run store (besides the transitions `mover` makes)."""
 
 
 class Runs:
-    """Starting and reading the runs of a project."""
+    """Starting, cancelling and reading the runs of a project."""
 
-    def __init__(self, store: RunStore, clock: Clock) -> None:
+    def __init__(self, store: RunStore, mover: Mover) -> None:
         self._store = store
-        self._clock = clock
+        self._mover = mover
+        self._clock = mover.clock
 
     def start(self, request: runs_pb2.StartRunRequest) -> runs_pb2.Run:
         """Start a run (see the module docstring); the same run again for a held key."""
@@ -133,6 +135,22 @@ class Runs:
             run, moves.changes, now=now, key_ttl_ns=IDEMPOTENCY_TTL_NS
         )
         return run_message(stored)
+
+    def cancel(self, request: rpc.CancelRunRequest) -> runs_pb2.Run:
+        """End a running run `cancelled` (its live attempts failed, its timers dropped); a run
+        that has ended already is answered as it is."""
+
+        def act(moves: Moves) -> runs_pb2.Run:
+            if moves.status == "running":
+                moves.end_run("cancelled")
+            return run_message(cast(RunRow, moves.run))
+
+        cancelled = self._mover.store.transition(
+            request.project, request.run_id, self._mover.decide(act), now=self._mover.now()
+        )
+        if cancelled is None:
+            raise NotFound(f"run {quoted(request.run_id)} does not exist", field="run_id")
+        return cancelled
 
     def get(self, request: rpc.GetRunRequest) -> runs_pb2.RunDetail:
         """One run with its attempts, timers and waits; NotFound naming `run_id`."""

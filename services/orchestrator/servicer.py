@@ -68,6 +68,11 @@ class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServ
     ) -> runs_pb2.RunDetail:
         return await asyncio.to_thread(self._runs.get, request)
 
+    async def CancelRun(
+        self, request: orchestrator_service_pb2.CancelRunRequest, context: Context
+    ) -> runs_pb2.Run:
+        return await asyncio.to_thread(self._runs.cancel, request)
+
     async def ListRunEvents(
         self, request: orchestrator_service_pb2.ListRunEventsRequest, context: Context
     ) -> runs_pb2.RunEventPage:

@@ -2,6 +2,7 @@
 run, decided again from what the run's lock shows (a timer another replica fired, or a lease a
 heartbeat renewed, is no longer due and does nothing).
 
+- `sleep`: a `sleep` or `sleep_until` node has waited long enough: it ends `succeeded`.
 - `retry`: writes the next attempt as pending (or, for an `unservable` attempt already pending,
   lets claims see it again).
 - `lease_expiry`: a held attempt whose lease lapsed becomes `orphaned`, with a reclaim window
@@ -25,10 +26,11 @@ from contextlib import suppress
 from functools import partial
 
 from mcpd.storage.run_records import AttemptRow, TimerRow
-from services.orchestrator.bodies import node_of
+from services.orchestrator.bodies import step_at
+from services.orchestrator.constructs import LIVE, retry_attempt
 from services.orchestrator.leases import backoff_ms
 from services.orchestrator.mover import Mover
-from services.orchestrator.walk import LIVE, Moves, step_error
+from services.orchestrator.walk import Moves, step_error
 
 __all__ = ["TICK_S", "Timers"]
 
@@ -80,14 +82,17 @@ class Timers:
         row = None if number is None else moves.attempt(step_key, number)
         if kind == "retry":
             if row is None and number is not None:
-                moves.add_attempt(node_of(moves.body, step_key), step_key, number)
+                retry_attempt(moves, step_key, number)
             else:
                 # An unservable attempt waiting out its lease length: offerable again.
                 moves.offered = True
             return
         if row is None:
             return
-        if kind == "lease_expiry" and row["status"] in ("leased", "started"):
+        if kind == "sleep" and row["status"] == "pending":
+            moves.update_attempt(row, status="succeeded", ended_at=moves.now)
+            moves.advance()
+        elif kind == "lease_expiry" and row["status"] in ("leased", "started"):
             until = moves.now + self._mover.lease_ttl_ns
             moves.update_attempt(row, status="orphaned", orphaned_at=moves.now, reclaim_until=until)
             moves.set_timer("reclaim", step_key, number, until)
@@ -115,7 +120,7 @@ class Timers:
 
     def _time_out(self, moves: Moves, row: AttemptRow) -> None:
         step_key, number = row["step_key"], row["attempt"]
-        node = node_of(moves.body, step_key)
+        node = step_at(moves.body, step_key).step
         for kind in ("lease_expiry", "reclaim"):
             moves.clear_timer(kind, step_key)
         message = f"step_timeout_ms {node['step_timeout_ms']} passed"

@@ -22,32 +22,41 @@ from typing import Any, cast
 from mcpd.runtime.errors import Unimplemented
 from mcpd.runtime.ids import new_span_id
 from mcpd.storage.run_records import AttemptRow, RunChanges, RunRow, RunSnapshot, TimerRow
-from mcpd.workflows import holds, render
+from mcpd.workflows import render
+from services.orchestrator import constructs
+from services.orchestrator.constructs import CLAIMABLE, LIVE, SERVED
+
+KINDS = (
+    "task",
+    "agent",
+    "sleep",
+    "sleep_until",
+    "wait_event",
+    "parallel",
+    "foreach",
+    "loop",
+    "subworkflow",
+)
 
 __all__ = [
-    "CLAIMABLE",
     "ENDED",
-    "LIVE",
     "Moves",
     "check_served",
     "initial_run",
     "step_error",
 ]
 
-CLAIMABLE = frozenset({"task", "agent"})
-LIVE = frozenset({"pending", "leased", "started", "orphaned"})
 ENDED = frozenset({"succeeded", "failed", "timed_out", "skipped"})
 DEFAULT_ATTEMPTS = 1
-_SERVED = CLAIMABLE
 
 
 def check_served(body: Mapping[str, Any]) -> None:
     """Unimplemented naming the first node whose construct the walk does not serve yet."""
     for index, node in enumerate(body["steps"]):
-        if node["kind"] not in _SERVED:
+        if node["kind"] not in SERVED:
             raise Unimplemented(
-                f"steps[{index}] is a {node['kind']} node: this daemon walks task and agent "
-                "nodes so far",
+                f"steps[{index}] is a {node['kind']} node: this daemon does not walk "
+                f"{', '.join(sorted(set(KINDS) - SERVED))} nodes yet",
                 field=f"steps[{index}].kind",
             )
 
@@ -133,11 +142,13 @@ class Moves:
         """Write attempt `number` at `step_key` of a node, pending unless `columns` say
         otherwise, with the node's input rendered (or the run's input when it declares none)."""
         retry = node.get("retry", {})
+        kind = node.get("kind", "task")
+        claimable = kind in CLAIMABLE
         row: dict[str, Any] = {
             "run_id": self.run["run_id"],
             "step_key": step_key,
             "attempt": number,
-            "kind": node["kind"] if node["kind"] in CLAIMABLE else "wait",
+            "kind": kind if claimable else "wait",
             "effect": node.get("effect", "at_least_once"),
             "status": "pending",
             "input": self.render_input(node),
@@ -152,7 +163,9 @@ class Moves:
             "started_at": None,
             "orphaned_at": None,
             "reclaim_until": None,
-            "attempts_left": retry.get("attempts", DEFAULT_ATTEMPTS) - number,
+            "attempts_left": retry.get("attempts", DEFAULT_ATTEMPTS) - number
+            if claimable
+            else None,
             "ended_at": None,
             "created_at": self.now,
             **columns,
@@ -208,11 +221,11 @@ class Moves:
         for node in self.body["steps"]:
             ended = self.latest(node["id"])
             if ended is not None and ended["status"] in ENDED:
-                steps[node["id"]] = {
-                    "output": ended["output"],
-                    "status": ended["status"],
-                    "error": ended["error"],
-                }
+                steps[node["id"]] = _result(ended)
+            if node["kind"] == "loop":
+                iteration = constructs.last_ended_iteration(self, node)
+                if iteration is not None:
+                    steps[node["body"]["id"]] = _result(iteration)
         return {"input": self.run["input"], "state": self.run["state"] or {}, "steps": steps}
 
     def render_input(self, node: Mapping[str, Any]) -> Any:
@@ -248,38 +261,12 @@ class Moves:
         self.event("run_cursor", payload)
 
     def advance(self) -> None:
-        """Walk the cursor forward as far as the journal allows (see the module docstring)."""
-        steps: Sequence[Mapping[str, Any]] = self.body["steps"]
-        while self.status == "running":
-            index = self.run["cursor_index"]
-            if index >= len(steps):
-                output = (
-                    render(self.body["output"], self.scope()) if "output" in self.body else None
-                )
-                self.end_run("succeeded", output=output)
-                return
-            node = steps[index]
-            last = self.latest(node["id"])
-            if last is None:
-                if "when" in node and not holds(node["when"], self.scope()):
-                    self.add_attempt(node, node["id"], 1, status="skipped", ended_at=self.now)
-                    self.event("step_skipped", {"step_key": node["id"]})
-                    self.move_cursor(index + 1)
-                    continue
-                self.add_attempt(node, node["id"], 1)
-                return
-            if last["status"] in LIVE or self.has_timer("retry", node["id"]):
-                return
-            if last["status"] in ("failed", "timed_out") and node.get("on_error") != "continue":
-                self.end_run("failed", error=_message(last))
-                return
-            self.move_cursor(index + 1)
+        """Walk the cursor forward as far as the journal allows (`constructs`)."""
+        constructs.advance(self)
 
 
-def _message(row: AttemptRow) -> str:
-    """The run's error when a step ended it: the step's own message (spec, OnError)."""
-    error = row["error"] or {}
-    return str(error.get("message") or f"step {row['step_key']} {row['status']}")
+def _result(row: AttemptRow) -> dict[str, Any]:
+    return {"output": row["output"], "status": row["status"], "error": row["error"]}
 
 
 def initial_run(run: RunRow) -> RunSnapshot:

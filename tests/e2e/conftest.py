@@ -18,9 +18,9 @@ from tests.e2e.security_fixture import write_keys_file
 
 POSTGRES_URL = os.environ.get("MCPD_TEST_POSTGRES_URL")
 BACKENDS = ["sqlite", "postgres", "clickhouse"]
-# The ingest tests run the product's ingest worker processes (two: what a two-core machine
-# gets), so what the gateway relays is ingested in processes other than the one that owns the
-# session index and the tail-sampling sweep. Other tests start daemons without them.
+# The ingest tests run the product's server processes (two: what a two-core machine gets), so
+# requests are ingested by whichever process the kernel hands them to, not only by the primary
+# that runs the tail-sampling sweep. Other tests start daemons with one.
 PROCESSES = 2
 
 

@@ -53,6 +53,19 @@ DEFINITIONS: dict[str, dict[str, Any]] = {
         ]
     },
     "charge": {"steps": [{"id": "pay", "kind": "task", "effect": "at_most_once"}]},
+    "fanout": {
+        "steps": [
+            {"id": "fan", "kind": "parallel", "branches": [{"id": "a"}, {"id": "b"}]},
+            {
+                "id": "each",
+                "kind": "foreach",
+                "items": "${steps.fan.output.a}",
+                "concurrency": 2,
+                "body": {"id": "item", "input": "${item}"},
+            },
+        ],
+        "output": "${steps.each.output}",
+    },
     "capped": {
         "limits": {"max_steps": 1},
         "steps": [{"id": "one", "kind": "task"}, {"id": "two", "kind": "task"}],
@@ -391,3 +404,28 @@ def test_a_conflict_over_grpc_carries_the_step_conflict(defined: DaemonProcess) 
             enums_pb2.ATTEMPT_STATUS_LEASED,
         )
         assert conflict.run_status == enums_pb2.RUN_STATUS_RUNNING
+
+
+def test_fan_outs_and_cancel_over_rest(http: httpx.Client) -> None:
+    run_id = _start(http, "fanout")["run_id"]
+    branches = {lease["step_key"]: lease for lease in _claim(http, run_id)}
+    assert sorted(branches) == ["fan/a", "fan/b"]
+    _lease_call(http, branches["fan/a"]["lease_id"], "complete", {"output": ["x", "y", "z"]})
+    _lease_call(http, branches["fan/b"]["lease_id"], "complete", {"output": None})
+    items = _claim(http, run_id)
+    assert [(lease["step_key"], lease["input"]) for lease in items] == [
+        ("each[0]", "x"),
+        ("each[1]", "y"),
+    ]
+    cancelled = http.post(f"/runs/{run_id}/cancel", headers=bearer("alpha", "execute"))
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["status"] == "cancelled"
+    late = _lease_call(http, items[0]["lease_id"], "complete", {"output": 1})
+    assert (late.status_code, late.json()["reason"]) == (409, "run_terminal")
+    detail = _run(http, run_id)
+    assert detail["timers"] == []
+    assert {a["status"] for a in detail["attempts"] if a["step_key"].startswith("each[")} == {
+        "failed"
+    }
+    missing = http.post("/runs/nope/cancel", headers=bearer("alpha", "execute"))
+    assert missing.status_code == 404

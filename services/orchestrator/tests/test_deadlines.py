@@ -9,104 +9,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import ExitStack
-from datetime import timedelta
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from mcpd.model.v1 import enums_pb2, runs_pb2
 from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
-from mcpd.runtime.clock import ManualClock
 from mcpd.runtime.errors import Conflict
 from mcpd.signals.messages import value_of
-from mcpd.storage.run_records import NewDefinition
-from mcpd.storage.sql.engine import Synchronous, create_postgres_engine, create_sqlite_engine
-from mcpd.storage.sql.stores import SqlRunStore
-from services.orchestrator.leases import Leases
-from services.orchestrator.mover import Mover
-from services.orchestrator.runs import Runs
-from services.orchestrator.timers import Timers
-from services.orchestrator.wakeups import Wakeups
-from tests.libs.storage.helpers import postgres_schema
-
-LEASE_MS = 1000
-PROJECT = "p"
-
-
-class Daemon:
-    """The orchestrator's domain objects over one store and clock."""
-
-    def __init__(self, store: SqlRunStore, clock: ManualClock) -> None:
-        self.store = store
-        self.clock = clock
-        mover = Mover(store, clock, Wakeups(), lease_ttl_ms=LEASE_MS)
-        self.runs = Runs(store, clock)
-        self.leases = Leases(mover)
-        self.timers = Timers(mover)
-
-    def define(self, name: str, body: dict[str, Any]) -> None:
-        self.store.put_definitions(PROJECT, [NewDefinition(name, "workflow", body, None)], now=0)
-
-    def start(self, name: str) -> str:
-        run = self.runs.start(runs_pb2.StartRunRequest(project=PROJECT, definition_id=name))
-        return run.run_id
-
-    async def claim(
-        self, run_id: str | None, *, worker_id: str = "w", most: int = 10
-    ) -> list[runs_pb2.StepLease]:
-        request = runs_pb2.ClaimRequest(project=PROJECT, worker_id=worker_id, max=most, wait_ms=0)
-        if run_id is not None:
-            request.run_id = run_id
-        return list((await self.leases.claim(request, None)).leases)
-
-    def later(self, ms: int) -> int:
-        """Move the clock on by `ms` and fire what came due; how many timers were due."""
-        self.clock.advance(timedelta(milliseconds=ms))
-        return self.timers.fire_due()
-
-    def detail(self, run_id: str) -> runs_pb2.RunDetail:
-        return self.runs.get(rpc.GetRunRequest(project=PROJECT, run_id=run_id))
-
-    def lease(self, lease_id: str) -> rpc.LeaseRequest:
-        return rpc.LeaseRequest(project=PROJECT, lease_id=lease_id)
-
-
-def sqlite_store(path: Path) -> SqlRunStore:
-    return SqlRunStore(create_sqlite_engine(path, synchronous=Synchronous.NORMAL))
-
-
-@pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[Daemon]:
-    store = sqlite_store(tmp_path / "run.db")
-    store.migrate()
-    try:
-        yield Daemon(store, ManualClock())
-    finally:
-        store.close()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def any_daemon(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Daemon]:
-    """A daemon on a migrated run store of each SQL backend."""
-    with ExitStack() as stack:
-        if request.param == "postgres":
-            store = SqlRunStore(create_postgres_engine(stack.enter_context(postgres_schema())))
-        else:
-            store = sqlite_store(tmp_path / "run.db")
-        stack.callback(store.close)
-        store.migrate()
-        yield Daemon(store, ManualClock())
-
-
-def statuses(detail: runs_pb2.RunDetail) -> list[tuple[int, str]]:
-    return [(a.attempt, enums_pb2.AttemptStatus.Name(a.status)) for a in detail.attempts]
-
-
-def timer_kinds(detail: runs_pb2.RunDetail) -> list[str]:
-    return sorted(enums_pb2.TimerKind.Name(t.kind) for t in detail.timers)
+from services.orchestrator.tests.daemon import LEASE_MS, PROJECT, Daemon, statuses, timer_kinds
 
 
 async def test_a_lapsed_lease_orphans_and_a_heartbeat_in_the_window_restores(

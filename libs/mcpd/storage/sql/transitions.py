@@ -167,11 +167,12 @@ def claimable(
     conn: Connection, project: str, *, run_id: str | None, limit: int
 ) -> list[tuple[str, str, int]]:
     """Up to `limit` (run_id, step_key, attempt) of the project's offerable attempts, oldest
-    first: pending, with no retry timer still holding the step."""
+    first: pending claimable steps (not a node's `wait` row) with no retry timer still holding
+    the step."""
     a, t = step_attempts.c, timers.c
     held = exists().where(t.run_id == a.run_id, t.step_key == a.step_key, t.kind == "retry")
     statement = select(a.run_id, a.step_key, a.attempt).where(
-        a.project == project, a.status == "pending", ~held
+        a.project == project, a.status == "pending", a.kind != "wait", ~held
     )
     if run_id is not None:
         statement = statement.where(a.run_id == run_id)

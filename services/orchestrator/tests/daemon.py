@@ -1,0 +1,92 @@
+"""The orchestrator's domain objects over a real run store and a manual clock, for its tests."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from mcpd.model.v1 import enums_pb2, runs_pb2
+from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
+from mcpd.runtime.clock import ManualClock
+from mcpd.signals.messages import value_of
+from mcpd.storage.run_records import NewDefinition
+from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
+from mcpd.storage.sql.stores import SqlRunStore
+from mcpd.workflows import check_definition
+from services.orchestrator.leases import Leases
+from services.orchestrator.mover import Mover
+from services.orchestrator.runs import Runs
+from services.orchestrator.timers import Timers
+from services.orchestrator.wakeups import Wakeups
+
+LEASE_MS = 1000
+PROJECT = "p"
+
+
+class Daemon:
+    """The orchestrator's domain objects over one store and clock."""
+
+    def __init__(self, store: SqlRunStore, clock: ManualClock) -> None:
+        self.store = store
+        self.clock = clock
+        mover = Mover(store, clock, Wakeups(), lease_ttl_ms=LEASE_MS)
+        self.runs = Runs(store, mover)
+        self.leases = Leases(mover)
+        self.timers = Timers(mover)
+
+    def define(self, name: str, body: dict[str, Any]) -> None:
+        """Store `body` as `name`, checked as a posted definition is."""
+        checked = check_definition(name, body)
+        self.store.put_definitions(PROJECT, [NewDefinition(name, "workflow", checked, None)], now=0)
+
+    def start(self, name: str) -> str:
+        run = self.runs.start(runs_pb2.StartRunRequest(project=PROJECT, definition_id=name))
+        return run.run_id
+
+    async def claim(
+        self, run_id: str | None, *, worker_id: str = "w", most: int = 10
+    ) -> list[runs_pb2.StepLease]:
+        request = runs_pb2.ClaimRequest(project=PROJECT, worker_id=worker_id, max=most, wait_ms=0)
+        if run_id is not None:
+            request.run_id = run_id
+        return list((await self.leases.claim(request, None)).leases)
+
+    def later(self, ms: int) -> int:
+        """Move the clock on by `ms` and fire what came due; how many timers were due."""
+        self.clock.advance(timedelta(milliseconds=ms))
+        return self.timers.fire_due()
+
+    def detail(self, run_id: str) -> runs_pb2.RunDetail:
+        return self.runs.get(rpc.GetRunRequest(project=PROJECT, run_id=run_id))
+
+    def lease(self, lease_id: str) -> rpc.LeaseRequest:
+        return rpc.LeaseRequest(project=PROJECT, lease_id=lease_id)
+
+    def complete(self, lease_id: str, output: Any = None, state: Any = None) -> runs_pb2.StepAck:
+        result = runs_pb2.StepResult()
+        if output is not None:
+            result.output.CopyFrom(value_of(output))
+        if state is not None:
+            result.state.CopyFrom(value_of(state))
+        request = rpc.CompleteStepRequest(project=PROJECT, lease_id=lease_id, result=result)
+        return self.leases.complete(request)
+
+    def fail(self, lease_id: str, kind: int, message: str = "it broke") -> runs_pb2.StepAck:
+        error = runs_pb2.StepError(message=message)
+        setattr(error, "class", kind)
+        failure = runs_pb2.StepFailure(error=error)
+        request = rpc.FailStepRequest(project=PROJECT, lease_id=lease_id, failure=failure)
+        return self.leases.fail(request)
+
+
+def sqlite_store(path: Path) -> SqlRunStore:
+    return SqlRunStore(create_sqlite_engine(path, synchronous=Synchronous.NORMAL))
+
+
+def statuses(detail: runs_pb2.RunDetail) -> list[tuple[int, str]]:
+    return [(a.attempt, enums_pb2.AttemptStatus.Name(a.status)) for a in detail.attempts]
+
+
+def timer_kinds(detail: runs_pb2.RunDetail) -> list[str]:
+    return sorted(enums_pb2.TimerKind.Name(t.kind) for t in detail.timers)
