@@ -11,8 +11,9 @@ from mcpd.orchestrator.v1.orchestrator_service_pb2_grpc import (
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
-from mcpd.storage.interfaces import RunSubjectErasure
+from mcpd.storage.interfaces import RunEvents, RunSubjectErasure
 from services.orchestrator.definitions import Definitions, DefinitionStore
+from services.orchestrator.events import Events
 from services.orchestrator.leases import Leases
 from services.orchestrator.mover import Mover, MoverStore
 from services.orchestrator.runs import Runs, RunStore
@@ -23,7 +24,9 @@ from services.orchestrator.wakeups import Wakeups
 __all__ = ["Orchestrator", "OrchestratorStore"]
 
 
-class OrchestratorStore(RunSubjectErasure, DefinitionStore, RunStore, MoverStore, Protocol):
+class OrchestratorStore(
+    RunSubjectErasure, DefinitionStore, RunStore, MoverStore, RunEvents, Protocol
+):
     """What the orchestrator needs of the run store."""
 
 
@@ -34,7 +37,12 @@ class Orchestrator:
     def __init__(self, store: OrchestratorStore, *, clock: Clock, lease_ttl_ms: int) -> None:
         mover = Mover(store, clock, Wakeups(), lease_ttl_ms=lease_ttl_ms)
         self._servicer = OrchestratorServicer(
-            store, Definitions(store, clock), Runs(store, mover), Leases(mover), lease_ttl_ms
+            store,
+            Definitions(store, clock),
+            Runs(store, mover),
+            Leases(mover),
+            Events(store, store, mover),
+            lease_ttl_ms,
         )
         self.timers = Timers(mover)
 

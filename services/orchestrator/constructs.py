@@ -11,6 +11,9 @@ with the node's status, output and error, so `steps.<id>` reads the same for eve
 - `parallel`: one claimable attempt per branch (`node/branch`), all offered at once.
 - `foreach`: `items` rendered once, on entry, and kept as the frame's input; at most
   `concurrency` items (`node[i]`) live at a time; the output is an array in item order.
+- `wait_event`: takes the oldest parked event on its (event, key) when it accepts parked ones,
+  else opens a wait (and a `wait_timeout` timer with `timeout_ms`); the event's payload is the
+  node's output. A key renders to text: a string as it is, anything else as compact JSON.
 - `loop`: one body attempt per iteration (`node[i]/body`); after each, `until` is evaluated
   with `iteration` and `steps.<body id>` set to the iteration that just ended; true, or
   `max_iterations` reached, ends the loop with that iteration's output.
@@ -22,8 +25,9 @@ for every sibling, ends `failed`, and its output holds null where a branch or it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from mcpd.runtime.clock import epoch_nanos
@@ -35,10 +39,24 @@ from services.orchestrator.bodies import step_at
 if TYPE_CHECKING:
     from services.orchestrator.walk import Moves
 
-__all__ = ["CLAIMABLE", "LIVE", "SERVED", "advance", "last_ended_iteration", "retry_attempt"]
+__all__ = [
+    "CLAIMABLE",
+    "LIVE",
+    "SERVED",
+    "advance",
+    "last_ended_iteration",
+    "resume",
+    "retry_attempt",
+    "time_out_wait",
+    "wait_key",
+]
 
 CLAIMABLE = frozenset({"task", "agent"})
-SERVED = frozenset({"task", "agent", "sleep", "sleep_until", "parallel", "foreach", "loop"})
+SERVED = frozenset(
+    {"task", "agent", "sleep", "sleep_until", "wait_event", "parallel", "foreach", "loop"}
+)
+# How long a wait_event without `timeout_ms` waits: the bound on every duration in a definition.
+LONGEST_WAIT_MS = 3650 * 24 * 3600 * 1000
 LIVE = frozenset({"pending", "leased", "started", "orphaned"})
 FAILED = frozenset({"failed", "timed_out"})
 _NS_PER_MS = 1_000_000
@@ -110,6 +128,8 @@ def _enter(moves: Moves, node: Mapping[str, Any]) -> AttemptRow:
             moves.update_attempt(frame, status="succeeded", ended_at=moves.now)
         else:
             moves.set_timer("sleep", node_id, 1, due)
+    elif kind == "wait_event":
+        _open_wait(moves, node)
     elif kind == "parallel":
         for branch in node["branches"]:
             key = branch_key(node_id, branch["id"])
@@ -117,6 +137,73 @@ def _enter(moves: Moves, node: Mapping[str, Any]) -> AttemptRow:
     elif kind == "loop":
         _open_iteration(moves, node, 0)
     return frame
+
+
+def _open_wait(moves: Moves, node: Mapping[str, Any]) -> None:
+    """Take a parked event when the node accepts one, else open the wait (and its timeout)."""
+    node_id, event = node["id"], node["event"]
+    key = wait_key(render(node.get("key", ""), moves.scope()))
+    parked = None
+    if moves.wait_keys is not None:
+        if node.get("accept_parked", False):
+            parked = moves.wait_keys.take_parked(event, key, now=moves.now)
+        else:
+            moves.wait_keys.hold(event, key)
+    if parked is not None:
+        resume(moves, node_id, parked["payload"], parked["event_id"])
+        return
+    timeout_ms = node.get("timeout_ms")
+    expires = moves.now + (timeout_ms or LONGEST_WAIT_MS) * _NS_PER_MS
+    moves.open_wait(node_id, event, key, expires)
+    if timeout_ms is not None:
+        moves.set_timer("wait_timeout", node_id, 1, expires)
+    moves.event(
+        "run_waiting",
+        {"step_key": node_id, "event": event, "key": key, "expires_at": rfc3339(expires)},
+    )
+
+
+def resume(moves: Moves, step_key: str, payload: Any, event_id: str) -> None:
+    """An event resumed the wait of `step_key`: its payload is the step's output."""
+    moves.close_wait(step_key)
+    frame = moves.latest(step_key)
+    assert frame is not None
+    moves.update_attempt(frame, status="succeeded", output=payload, ended_at=moves.now)
+    moves.event("run_resumed", {"step_key": step_key, "event_id": event_id})
+
+
+def time_out_wait(moves: Moves, step_key: str) -> None:
+    """A wait's deadline passed with no event: `on_timeout` decides."""
+    node = step_at(moves.body, step_key).node
+    moves.close_wait(step_key)
+    frame = moves.latest(step_key)
+    assert frame is not None
+    if node.get("on_timeout", "fail") == "continue":
+        moves.update_attempt(frame, status="succeeded", ended_at=moves.now)
+    else:
+        message = f"no {node['event']} event within timeout_ms {node['timeout_ms']}"
+        moves.update_attempt(
+            frame,
+            status="failed",
+            error={"class": "fatal", "message": message},
+            ended_at=moves.now,
+        )
+
+
+def wait_key(rendered: Any) -> str:
+    """A rendered key as the text events are matched on: a string as it is, else compact JSON
+    (null as the empty key)."""
+    if rendered is None:
+        return ""
+    if isinstance(rendered, str):
+        return rendered
+    return json.dumps(rendered, separators=(",", ":"), sort_keys=True)
+
+
+def rfc3339(ns: int) -> str:
+    """Epoch nanoseconds as the RFC 3339 UTC instant the JSON codec writes."""
+    moment = datetime.fromtimestamp(ns / 1e9, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def _progress(moves: Moves, node: Mapping[str, Any], frame: AttemptRow) -> None:

@@ -116,15 +116,8 @@ class Leases:
         leases: list[runs_pb2.StepLease] = []
         for run_id, group in groupby(sorted(found), key=lambda candidate: candidate[0]):
             wanted = [(step_key, attempt) for _, step_key, attempt in group]
-            taken = self._store.transition(
-                project,
-                run_id,
-                self._mover.decide(
-                    partial(self._lease, wanted=wanted, worker_id=request.worker_id)
-                ),
-                now=self._mover.now(),
-                skip_locked=True,
-            )
+            lease = partial(self._lease, wanted=wanted, worker_id=request.worker_id)
+            taken = self._mover.move(project, run_id, lease, skip_locked=True)
             leases += taken or []
             if len(leases) >= request.max:
                 break
@@ -309,9 +302,7 @@ class Leases:
             _check(moves, row, lease_id, lease["outcome"])
             return decide(_Call(moves, row, lease_id))
 
-        answer = self._store.transition(
-            project, run_id, self._mover.decide(checked), now=self._mover.now(), lease_id=lease_id
-        )
+        answer = self._mover.move(project, run_id, checked, lease_id=lease_id)
         if answer is None:
             raise missing
         return answer

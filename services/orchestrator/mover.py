@@ -38,12 +38,35 @@ class Mover:
     def now(self) -> int:
         return epoch_nanos(self.clock.now())
 
-    def decide(self, act: Callable[[Moves], T]) -> Callable[[RunSnapshot], tuple[RunChanges, T]]:
-        """A store transition deciding with `act` over the run's moves; it wakes the claims
-        held here when it leaves an attempt offerable."""
+    def move(
+        self,
+        project: str,
+        run_id: str,
+        act: Callable[[Moves], T],
+        *,
+        lease_id: str | None = None,
+        skip_locked: bool = False,
+    ) -> T | None:
+        """One transition of the run, decided by `act` (None when there is no such run, or it
+        is held elsewhere with `skip_locked`)."""
+        now = self.now()
+        return self.store.transition(
+            project,
+            run_id,
+            self.decide(act, now),
+            now=now,
+            lease_id=lease_id,
+            skip_locked=skip_locked,
+        )
+
+    def decide(
+        self, act: Callable[[Moves], T], now: int
+    ) -> Callable[[RunSnapshot], tuple[RunChanges, T]]:
+        """A store transition at `now` deciding with `act` over the run's moves; it wakes the
+        claims held here when it leaves an attempt offerable."""
 
         def decide(snapshot: RunSnapshot) -> tuple[RunChanges, T]:
-            moves = Moves(snapshot, self.bodies.of(snapshot.run), self.now())
+            moves = Moves(snapshot, self.bodies.of(snapshot.run), now)
             answer = act(moves)
             if moves.offered:
                 self.wakeups.notify()

@@ -6,7 +6,7 @@ the run records it), validates the input against the definition's `input_schema`
 `input.<path>`), stores the run's correlation as sent (the run store is the run's working
 state; the spans the daemon writes for it go through ingest's redaction), and writes with the
 run its first transition: `run_started`, the cursor on the first node, and the walk from there
-(`walk`), which leaves the first claimable step pending. A definition
+(`constructs`), which leaves the first claimable step pending or the first wait open. A definition
 with `limits.run_timeout_ms` gets its `deadline_at` and a `run_timeout` timer. An
 `idempotency_key` makes the start idempotent in its project for 24 hours.
 """
@@ -32,7 +32,7 @@ from mcpd.storage.interfaces import DefinitionReads, RunReads, RunStarts
 from mcpd.storage.run_records import AttemptRow, RunEventRow, RunRow, TimerRow, WaitRow
 from mcpd.workflows import json_path
 from services.orchestrator.mover import Mover
-from services.orchestrator.walk import Moves, check_served, initial_run
+from services.orchestrator.walk import Moves, check_served
 
 __all__ = ["IDEMPOTENCY_TTL_NS", "RunStore", "Runs", "run_correlation", "run_message"]
 
@@ -98,6 +98,10 @@ class Runs:
             "definition_id": definition.id,
             "definition_version": definition.version,
             "status": "running",
+            # Where the cursor starts; the first transition puts it there and logs it.
+            "cursor_index": 0,
+            "cursor_construct": definition.body["steps"][0]["kind"],
+            "cursor_step_key": definition.body["steps"][0]["id"],
             "input": document,
             "output": None,
             "state": None,
@@ -119,20 +123,22 @@ class Runs:
             "updated_at": now,
             "ended_at": None,
         }
-        moves = Moves(initial_run(cast(RunRow, fields)), definition.body, now)
-        moves.event(
-            "run_started",
-            {"definition_id": definition.id, "definition_version": definition.version},
-        )
-        moves.move_cursor(0)
-        if deadline is not None:
-            moves.set_timer("run_timeout", "", None, deadline)
-        moves.advance()
-        # The first transition's run columns are the new row's; the rest is written with it.
-        run = cast(RunRow, {**fields, **moves.changes.run})
-        moves.changes.run = {}
+
+        def first(moves: Moves) -> None:
+            moves.event(
+                "run_started",
+                {"definition_id": definition.id, "definition_version": definition.version},
+            )
+            moves.move_cursor(0)
+            if deadline is not None:
+                moves.set_timer("run_timeout", "", None, deadline)
+            moves.advance()
+
         stored, _ = self._store.start_run(
-            run, moves.changes, now=now, key_ttl_ns=IDEMPOTENCY_TTL_NS
+            cast(RunRow, fields),
+            self._mover.decide(first, now),
+            now=now,
+            key_ttl_ns=IDEMPOTENCY_TTL_NS,
         )
         return run_message(stored)
 
@@ -145,9 +151,7 @@ class Runs:
                 moves.end_run("cancelled")
             return run_message(cast(RunRow, moves.run))
 
-        cancelled = self._mover.store.transition(
-            request.project, request.run_id, self._mover.decide(act), now=self._mover.now()
-        )
+        cancelled = self._mover.move(request.project, request.run_id, act)
         if cancelled is None:
             raise NotFound(f"run {quoted(request.run_id)} does not exist", field="run_id")
         return cancelled

@@ -13,6 +13,7 @@ from mcpd.runtime.errors import InvalidArgument
 from mcpd.runtime.servicers import pending_rpcs
 from mcpd.storage.interfaces import RunSubjectErasure
 from services.orchestrator.definitions import Definitions
+from services.orchestrator.events import Events
 from services.orchestrator.leases import Leases
 from services.orchestrator.runs import Runs
 
@@ -21,9 +22,9 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 @pending_rpcs("the run orchestrator issue")
 class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServicer):
-    """Definitions, starting and reading runs, workers, claims and leases, and the run store's
-    erasure; the rest answers UNIMPLEMENTED until it lands. The auth interceptor has resolved
-    each request's project."""
+    """Definitions, starting, cancelling and reading runs, events and signals, workers, claims
+    and leases, and the run store's erasure; the rest answers UNIMPLEMENTED until it lands.
+    The auth interceptor has resolved each request's project."""
 
     def __init__(
         self,
@@ -31,12 +32,14 @@ class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServ
         definitions: Definitions,
         runs: Runs,
         leases: Leases,
+        events: Events,
         lease_ttl_ms: int,
     ) -> None:
         self._erasure = erasure
         self._definitions = definitions
         self._runs = runs
         self._leases = leases
+        self._events = events
         self._lease_ttl_ms = lease_ttl_ms
 
     async def CreateDefinition(
@@ -72,6 +75,16 @@ class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServ
         self, request: orchestrator_service_pb2.CancelRunRequest, context: Context
     ) -> runs_pb2.Run:
         return await asyncio.to_thread(self._runs.cancel, request)
+
+    async def SignalRun(
+        self, request: orchestrator_service_pb2.SignalRunRequest, context: Context
+    ) -> runs_pb2.EventReceipt:
+        return await asyncio.to_thread(self._events.signal, request)
+
+    async def PublishEvent(
+        self, request: runs_pb2.PublishEventRequest, context: Context
+    ) -> runs_pb2.EventReceipt:
+        return await asyncio.to_thread(self._events.publish, request)
 
     async def ListRunEvents(
         self, request: orchestrator_service_pb2.ListRunEventsRequest, context: Context

@@ -11,6 +11,7 @@ heartbeat renewed, is no longer due and does nothing).
   `at_least_once` or when it never started; under `at_most_once` after `started` the run fails.
 - `step_timeout`: the live attempt is `timed_out`; retried while attempts remain, like a
   retryable failure.
+- `wait_timeout`: a wait_event's `timeout_ms` passed with no event: its `on_timeout` applies.
 - `run_timeout`: the run ends `timed_out`.
 
 The tick looks for due timers every `TICK_S`, so a timer fires within that of its due time, and
@@ -27,7 +28,7 @@ from functools import partial
 
 from mcpd.storage.run_records import AttemptRow, TimerRow
 from services.orchestrator.bodies import step_at
-from services.orchestrator.constructs import LIVE, retry_attempt
+from services.orchestrator.constructs import LIVE, retry_attempt, time_out_wait
 from services.orchestrator.leases import backoff_ms
 from services.orchestrator.mover import Mover
 from services.orchestrator.walk import Moves, step_error
@@ -63,8 +64,8 @@ class Timers:
         now = self._mover.now()
         due = self._store.due_timers(now=now, limit=BATCH)
         for project, timer in due:
-            fire = self._mover.decide(partial(self._fire_if_due, timer=timer))
-            self._store.transition(project, timer["run_id"], fire, now=now, skip_locked=True)
+            fire = partial(self._fire_if_due, timer=timer)
+            self._mover.move(project, timer["run_id"], fire, skip_locked=True)
         return len(due)
 
     def _fire_if_due(self, moves: Moves, *, timer: TimerRow) -> None:
@@ -78,6 +79,11 @@ class Timers:
         kind, step_key, number = timer["kind"], timer["step_key"], timer["attempt"]
         if kind == "run_timeout":
             moves.end_run("timed_out", error="run_timeout_ms passed")
+            return
+        if kind == "wait_timeout":
+            if step_key in moves.waits:
+                time_out_wait(moves, step_key)
+                moves.advance()
             return
         row = None if number is None else moves.attempt(step_key, number)
         if kind == "retry":

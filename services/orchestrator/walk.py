@@ -21,7 +21,13 @@ from typing import Any, cast
 
 from mcpd.runtime.errors import Unimplemented
 from mcpd.runtime.ids import new_span_id
-from mcpd.storage.run_records import AttemptRow, RunChanges, RunRow, RunSnapshot, TimerRow
+from mcpd.storage.run_records import (
+    AttemptRow,
+    RunChanges,
+    RunSnapshot,
+    TimerRow,
+    WaitRow,
+)
 from mcpd.workflows import render
 from services.orchestrator import constructs
 from services.orchestrator.constructs import CLAIMABLE, LIVE, SERVED
@@ -42,7 +48,6 @@ __all__ = [
     "ENDED",
     "Moves",
     "check_served",
-    "initial_run",
     "step_error",
 ]
 
@@ -76,6 +81,8 @@ class Moves:
         self.run: dict[str, Any] = dict(snapshot.run)
         self.attempts: list[AttemptRow] = list(snapshot.attempts)
         self.lease = snapshot.lease
+        self.wait_keys = snapshot.wait_keys
+        self.waits: dict[str, WaitRow] = {w["step_key"]: w for w in snapshot.waits}
         # Whether this transition left an attempt offerable, so held claims should look again.
         self.offered = False
         self.timers: dict[tuple[str, str], TimerRow] = {
@@ -113,8 +120,10 @@ class Moves:
         self.set_run(status=status, error=error, output=output, deadline_at=None, ended_at=self.now)
         self.changes.timers_set = []
         self.changes.timers_cleared = []
+        self.changes.new_waits = []
         self.changes.drop_timers_and_waits = True
         self.timers = {}
+        self.waits = {}
         payload: dict[str, Any] = {"status": status}
         if error is not None:
             payload["error"] = error
@@ -195,22 +204,45 @@ class Moves:
             "attempt": attempt,
             "due_at": due_at,
         }
-        self.changes.timers_set = [
-            t for t in self.changes.timers_set if (t["kind"], t["step_key"]) != (kind, step_key)
-        ]
+        self._unset_timer(kind, step_key)
         self.changes.timers_set.append(timer)
         self.timers[(kind, step_key)] = timer
 
     def clear_timer(self, kind: str, step_key: str) -> None:
         if self.timers.pop((kind, step_key), None) is None:
             return
+        self._unset_timer(kind, step_key)
+        self.changes.timers_cleared.append((kind, step_key))
+
+    def _unset_timer(self, kind: str, step_key: str) -> None:
+        """Forget a timer set earlier in this transition."""
         self.changes.timers_set = [
             t for t in self.changes.timers_set if (t["kind"], t["step_key"]) != (kind, step_key)
         ]
-        self.changes.timers_cleared.append((kind, step_key))
 
     def has_timer(self, kind: str, step_key: str) -> bool:
         return (kind, step_key) in self.timers
+
+    # Waits.
+
+    def open_wait(self, step_key: str, event: str, key: str, expires_at: int) -> None:
+        wait: WaitRow = {
+            "run_id": self.run["run_id"],
+            "step_key": step_key,
+            "event": event,
+            "key": key,
+            "expires_at": expires_at,
+        }
+        self.changes.new_waits.append(wait)
+        self.waits[step_key] = wait
+
+    def close_wait(self, step_key: str) -> None:
+        """Close the open wait of `step_key` and drop its timeout."""
+        if self.waits.pop(step_key, None) is None:
+            return
+        self.changes.new_waits = [w for w in self.changes.new_waits if w["step_key"] != step_key]
+        self.changes.waits_closed.append(step_key)
+        self.clear_timer("wait_timeout", step_key)
 
     # Templates.
 
@@ -267,8 +299,3 @@ class Moves:
 
 def _result(row: AttemptRow) -> dict[str, Any]:
     return {"output": row["output"], "status": row["status"], "error": row["error"]}
-
-
-def initial_run(run: RunRow) -> RunSnapshot:
-    """The snapshot of a run about to be stored: no journal yet."""
-    return RunSnapshot(run=run, attempts=[], timers=[], waits=[])

@@ -66,6 +66,12 @@ DEFINITIONS: dict[str, dict[str, Any]] = {
         ],
         "output": "${steps.each.output}",
     },
+    "approval": {
+        "steps": [
+            {"id": "approve", "kind": "wait_event", "event": "approved", "key": "${input.order}"},
+            {"id": "ship", "kind": "task", "input": "${steps.approve.output}"},
+        ]
+    },
     "capped": {
         "limits": {"max_steps": 1},
         "steps": [{"id": "one", "kind": "task"}, {"id": "two", "kind": "task"}],
@@ -429,3 +435,45 @@ def test_fan_outs_and_cancel_over_rest(http: httpx.Client) -> None:
     }
     missing = http.post("/runs/nope/cancel", headers=bearer("alpha", "execute"))
     assert missing.status_code == 404
+
+
+def test_events_and_signals_over_rest(http: httpx.Client) -> None:
+    run_id = _start(http, "approval", {"order": "o-9"})["run_id"]
+    waits = _run(http, run_id)["waits"]
+    assert [(w["step_key"], w["event"], w["key"]) for w in waits] == [
+        ("approve", "approved", "o-9")
+    ]
+    published = http.post(
+        "/events",
+        json={"event": "approved", "key": "o-9", "payload": {"by": "ana"}, "event_id": "e-9"},
+        headers=bearer("alpha", "execute"),
+    )
+    assert published.status_code == 200, published.text
+    assert published.json() == {"outcome": "delivered", "event_id": "e-9"}
+    (lease,) = _claim(http, run_id)
+    assert lease["input"] == {"by": "ana"}
+    again = http.post(
+        "/events",
+        json={"event": "approved", "key": "o-9", "event_id": "e-9"},
+        headers=bearer("alpha", "execute"),
+    )
+    assert again.json() == {"outcome": "duplicate", "event_id": "e-9"}
+
+    other = _start(http, "approval", {"order": "o-10"})["run_id"]
+    signalled = http.post(
+        f"/runs/{other}/signal",
+        json={"event": "approved", "payload": "by signal"},
+        headers=bearer("alpha", "execute"),
+    )
+    assert signalled.status_code == 200, signalled.text
+    assert signalled.json()["outcome"] == "delivered"
+    refused = http.post(
+        f"/runs/{other}/signal", json={"event": "approved"}, headers=bearer("alpha", "execute")
+    )
+    assert refused.status_code == 409
+    assert refused.json()["error"]["field"] == "signal.event"
+    assert "approved" in refused.json()["error"]["message"]
+    parked = http.post(
+        "/events", json={"event": "approved", "key": "nobody"}, headers=bearer("alpha", "execute")
+    )
+    assert parked.json()["outcome"] == "parked"

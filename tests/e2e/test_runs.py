@@ -36,9 +36,7 @@ TRIAGE = {
 }
 TRIAGE_2 = {**TRIAGE, "steps": [*STEPS, {"id": "close", "kind": "task"}]}
 PLAIN = {"steps": [{"id": "rest", "kind": "agent"}]}
-PAUSE = {
-    "steps": [{"id": "approve", "kind": "wait_event", "event": "approval", "timeout_ms": 60000}]
-}
+PAUSE = {"steps": [{"id": "child", "kind": "subworkflow", "definition_id": "plain"}]}
 HEX32 = re.compile(r"[0-9a-f]{32}")
 HEX16 = re.compile(r"[0-9a-f]{16}")
 
@@ -206,7 +204,7 @@ def test_a_construct_not_walked_yet_is_refused_by_name(http: httpx.Client) -> No
     refused = _start(http, {"definition_id": "pause"})
     assert refused.status_code == 501, refused.text
     assert refused.json()["error"]["field"] == "steps[0].kind"
-    assert "wait_event" in refused.json()["error"]["message"]
+    assert "subworkflow" in refused.json()["error"]["message"]
 
 
 def test_an_idempotency_key_starts_one_run_per_project(http: httpx.Client) -> None:

@@ -40,6 +40,7 @@ from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow,
 from mcpd.storage.records import AuditPage, StoredAccount, StoredKey, StoredSession
 from mcpd.storage.run_records import (
     NewDefinition,
+    ParkedEventRow,
     PlacedDefinition,
     RunChanges,
     RunDetailRecord,
@@ -335,13 +336,18 @@ class RunStarts(Protocol):
     """Starting runs."""
 
     def start_run(
-        self, run: RunRow, changes: RunChanges, *, now: int, key_ttl_ns: int
+        self,
+        run: RunRow,
+        decide: Callable[[RunSnapshot], tuple[RunChanges, object]],
+        *,
+        now: int,
+        key_ttl_ns: int,
     ) -> tuple[RunRow, bool]:
-        """Store a new run with what its first transition wrote (attempts, events numbered from
-        0, timers) in one transaction, and answer it with True. With an `idempotency_key` on
-        the run, atomically whoever else starts at the same moment: a key another run of the
-        project took less than `key_ttl_ns` before `now` answers that run with False and stores
-        nothing."""
+        """Store a new run and, in the same transaction, its first transition (`decide` over a
+        snapshot with no journal; events numbered from 0), and answer it with True. With an
+        `idempotency_key` on the run, atomically whoever else starts at the same moment: a key
+        another run of the project took less than `key_ttl_ns` before `now` answers that run
+        with False and stores nothing."""
         ...
 
 
@@ -412,6 +418,23 @@ class RunTransitions(Protocol):
 
 
 @runtime_checkable
+class RunEvents(Protocol):
+    """Routing published events to the runs waiting for them."""
+
+    def waiting(self, project: str, event: str, key: str) -> list[tuple[str, str]]:
+        """(run_id, step_key) of the project's open waits on (event, key), soonest to expire
+        first."""
+        ...
+
+    def park_event(self, project: str, parked: ParkedEventRow, *, supplied: bool, now: int) -> str:
+        """Hold an event no run waits for, in one transaction serialised with every wait opened
+        on its (event, key): 'parked'; 'duplicate' for an id seen before (a `supplied` one among
+        published ids, a derived one among parked events); 'waiting' when a matching wait is
+        open by now (deliver to it instead)."""
+        ...
+
+
+@runtime_checkable
 class RunStore(
     MigratedStore,
     RunSubjectErasure,
@@ -420,6 +443,7 @@ class RunStore(
     RunStarts,
     RunReads,
     RunTransitions,
+    RunEvents,
     Protocol,
 ):
     """Definitions, runs, step attempts, run events, timers, waits, parked events, idempotency:

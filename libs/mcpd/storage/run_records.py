@@ -13,7 +13,7 @@ applies in the same transaction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Protocol, TypedDict
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,17 +185,39 @@ class LeaseRow(TypedDict):
     outcome: str | None
 
 
+class ParkedEventRow(TypedDict):
+    """An event no run was waiting for, held for a later wait that accepts parked events."""
+
+    event_id: str
+    event: str
+    key: str
+    payload: Any
+    parked_at: int
+    expires_at: int
+
+
+class WaitKeys(Protocol):
+    """The events of one project, for a transition opening a wait: `hold` serialises everyone
+    opening or publishing on one (event, key) until the transaction ends, and `take_parked`
+    removes and answers the oldest unexpired event parked on it."""
+
+    def hold(self, event: str, key: str) -> None: ...
+
+    def take_parked(self, event: str, key: str, *, now: int) -> ParkedEventRow | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class RunSnapshot:
     """What a transition of one run reads, under the run's lock: the run, its journal in the
-    order written, its timers and waits, and the lease the call addresses (when it addresses
-    one)."""
+    order written, its timers and waits, the lease the call addresses (when it addresses one),
+    and the project's wait keys (absent for a run not yet stored)."""
 
     run: RunRow
     attempts: list[AttemptRow]
     timers: list[TimerRow]
     waits: list[WaitRow]
     lease: LeaseRow | None = None
+    wait_keys: WaitKeys | None = None
 
 
 @dataclass(slots=True)
@@ -203,8 +225,10 @@ class RunChanges:
     """What one transition writes, applied by the store in the transaction that read the
     snapshot: columns of the run row, attempts added and updated ((step_key, attempt, columns)),
     event log rows (kind, payload) numbered from the run header, timers set (replacing one of the
-    same kind and step) and cleared ((kind, step_key)), every timer and wait of the run dropped
-    (a terminal run holds none), leases added and their outcomes ((lease_id, outcome))."""
+    same kind and step) and cleared ((kind, step_key)), waits opened and closed (by step key),
+    every timer and wait of the run dropped (a terminal run holds none), leases added and their
+    outcomes ((lease_id, outcome)), and published event ids taken ((event_id, run_id), for 24
+    hours: one taken already aborts the transition with AlreadyExists)."""
 
     run: dict[str, Any] = field(default_factory=dict)
     new_attempts: list[AttemptRow] = field(default_factory=list)
@@ -212,6 +236,9 @@ class RunChanges:
     events: list[tuple[str, Any]] = field(default_factory=list)
     timers_set: list[TimerRow] = field(default_factory=list)
     timers_cleared: list[tuple[str, str]] = field(default_factory=list)
+    new_waits: list[WaitRow] = field(default_factory=list)
+    waits_closed: list[str] = field(default_factory=list)
     drop_timers_and_waits: bool = False
     new_leases: list[LeaseRow] = field(default_factory=list)
     lease_outcomes: list[tuple[str, str]] = field(default_factory=list)
+    event_ids: list[tuple[str, str]] = field(default_factory=list)

@@ -14,6 +14,7 @@ from mcpd.storage.run_records import NewDefinition
 from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
 from mcpd.storage.sql.stores import SqlRunStore
 from mcpd.workflows import check_definition
+from services.orchestrator.events import Events
 from services.orchestrator.leases import Leases
 from services.orchestrator.mover import Mover
 from services.orchestrator.runs import Runs
@@ -33,6 +34,7 @@ class Daemon:
         mover = Mover(store, clock, Wakeups(), lease_ttl_ms=LEASE_MS)
         self.runs = Runs(store, mover)
         self.leases = Leases(mover)
+        self.events = Events(store, store, mover)
         self.timers = Timers(mover)
 
     def define(self, name: str, body: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ def test_exports() -> None:
         "MigratedStore",
         "PriceOverrides",
         "ProjectCatalog",
+        "RunEvents",
         "RunReads",
         "RunStarts",
         "RunStore",

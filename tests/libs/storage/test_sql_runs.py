@@ -96,7 +96,12 @@ def start(
     store: SqlRunStore, run: RunRow, *, now: int = T, ttl: int = 24 * HOUR_NS
 ) -> tuple[RunRow, bool]:
     changes = RunChanges(events=list(STARTED), timers_set=[timeout(run["run_id"], now)])
-    return store.start_run(run, changes, now=now, key_ttl_ns=ttl)
+    return store.start_run(run, writing(changes), now=now, key_ttl_ns=ttl)
+
+
+def writing(changes: RunChanges) -> Any:
+    """A first transition that writes `changes`."""
+    return lambda snapshot: (changes, None)
 
 
 def test_a_start_stores_the_run_its_first_events_and_its_timers(run_store: SqlRunStore) -> None:
@@ -248,7 +253,7 @@ def test_a_start_writes_exactly_the_events_it_is_given(
     run_store: SqlRunStore, events: list[tuple[str, Any]]
 ) -> None:
     changes = RunChanges(events=list(events))
-    stored, _ = run_store.start_run(run_row("r1"), changes, now=T, key_ttl_ns=HOUR_NS)
+    stored, _ = run_store.start_run(run_row("r1"), writing(changes), now=T, key_ttl_ns=HOUR_NS)
     assert stored["next_event_seq"] == len(events)
     assert len(run_store.run_events("p", "r1", after=None, limit=10)) == len(events)
     detail = run_store.run_detail("p", "r1")

@@ -229,8 +229,11 @@ class SignalRunRequest(_message.Message):
 
     RUN_ID_FIELD_NUMBER: _builtins.int
     SIGNAL_FIELD_NUMBER: _builtins.int
+    PROJECT_FIELD_NUMBER: _builtins.int
     run_id: _builtins.str
     """Run id."""
+    project: _builtins.str
+    """Project selector: the project of the run."""
     @_builtins.property
     def signal(self) -> _runs_pb2.SignalRequest:
         """The event."""
@@ -240,10 +243,11 @@ class SignalRunRequest(_message.Message):
         *,
         run_id: _builtins.str = ...,
         signal: _runs_pb2.SignalRequest | None = ...,
+        project: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["signal", b"signal"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_id", b"run_id", "signal", b"signal"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project", b"project", "run_id", b"run_id", "signal", b"signal"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

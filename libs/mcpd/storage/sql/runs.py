@@ -8,15 +8,16 @@ back; SQLite's BEGIN IMMEDIATE lets one writer in at a time) and the held key's 
 answered instead, so two simultaneous starts of one key make one run. A key past its
 `expires_at` is deleted first and taken afresh.
 
-The run's first attempts, events and timers are written with it (`transitions.apply_changes`).
+The run's first transition (its first events, attempts, timers and waits) is decided and
+written in the same transaction (`transitions.first_transition`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import cast
 
-from sqlalchemy import Connection, delete, insert, select, tuple_
+from sqlalchemy import Connection, insert, select, tuple_, update
 
 from mcpd.storage.run_records import (
     AttemptRow,
@@ -24,10 +25,11 @@ from mcpd.storage.run_records import (
     RunDetailRecord,
     RunEventRow,
     RunRow,
+    RunSnapshot,
     TimerRow,
     WaitRow,
 )
-from mcpd.storage.sql.dialect import SqlDialect, insert_ignore
+from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.schema.run import (
     idempotency_keys,
     run_events,
@@ -36,7 +38,7 @@ from mcpd.storage.sql.schema.run import (
     timers,
     waits,
 )
-from mcpd.storage.sql.transitions import apply_changes
+from mcpd.storage.sql.transitions import first_transition, take_key
 
 __all__ = [
     "START_SCOPE",
@@ -53,43 +55,39 @@ def start_run(
     conn: Connection,
     dialect: SqlDialect,
     run: RunRow,
-    changes: RunChanges,
+    decide: Callable[[RunSnapshot], tuple[RunChanges, object]],
     *,
     now: int,
     key_ttl_ns: int,
 ) -> tuple[RunRow, bool]:
     """`RunStarts.start_run` inside the caller's transaction (see the module docstring)."""
     key = run["idempotency_key"]
-    if key is not None:
-        held = _take_key(conn, dialect, run, key, now=now, ttl_ns=key_ttl_ns)
+    if key is not None and not take_key(
+        conn, dialect, run["project"], START_SCOPE, key, run["run_id"], now=now, ttl_ns=key_ttl_ns
+    ):
+        held = _held_by(conn, run, key)
         if held is not None:
             return held, False
+        # The run the key started has been erased since: the key starts this one instead.
+        c = idempotency_keys.c
+        conn.execute(
+            update(idempotency_keys)
+            .where(c.project == run["project"], c.scope == START_SCOPE, c.key == key)
+            .values(target=run["run_id"], created_at=now, expires_at=now + key_ttl_ns)
+        )
     conn.execute(insert(runs), [dict(run)])
-    apply_changes(conn, run["project"], run["run_id"], changes, now=now)
+    first_transition(conn, dialect, run, decide, now=now)
     stored = _run(conn, run["project"], run["run_id"])
     assert stored is not None
     return stored, True
 
 
-def _take_key(
-    conn: Connection, dialect: SqlDialect, run: RunRow, key: str, *, now: int, ttl_ns: int
-) -> RunRow | None:
-    """Take the start key for `run`; the run that holds it already, if another does."""
+def _held_by(conn: Connection, run: RunRow, key: str) -> RunRow | None:
+    """The run that holds the start key `key` of `run`'s project."""
     c = idempotency_keys.c
-    where = (c.project == run["project"], c.scope == START_SCOPE, c.key == key)
-    conn.execute(delete(idempotency_keys).where(*where, c.expires_at <= now))
-    row = {
-        "project": run["project"],
-        "scope": START_SCOPE,
-        "key": key,
-        "target": run["run_id"],
-        "created_at": now,
-        "expires_at": now + ttl_ns,
-    }
-    taken = conn.execute(insert_ignore(idempotency_keys, dialect).values(row).returning(c.key))
-    if taken.first() is not None:
-        return None
-    target = conn.execute(select(c.target).where(*where)).scalar_one()
+    target = conn.execute(
+        select(c.target).where(c.project == run["project"], c.scope == START_SCOPE, c.key == key)
+    ).scalar_one()
     return _run(conn, run["project"], str(target))
 
 

@@ -31,6 +31,7 @@ from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow,
 from mcpd.storage import capabilities
 from mcpd.storage.run_records import (
     NewDefinition,
+    ParkedEventRow,
     PlacedDefinition,
     RunChanges,
     RunDetailRecord,
@@ -279,11 +280,17 @@ class SqlRunStore(SqlStore):
         return [placed[index] for index in range(len(documents))]
 
     def start_run(
-        self, run: RunRow, changes: RunChanges, *, now: int, key_ttl_ns: int
+        self,
+        run: RunRow,
+        decide: Callable[[RunSnapshot], tuple[RunChanges, object]],
+        *,
+        now: int,
+        key_ttl_ns: int,
     ) -> tuple[RunRow, bool]:
-        """Store a new run with its first changes, or answer the run its key names (`runs`)."""
+        """Store a new run with its first transition, or answer the run its key names
+        (`runs`)."""
         with self._engine.begin() as conn:
-            return runs.start_run(conn, self._dialect, run, changes, now=now, key_ttl_ns=key_ttl_ns)
+            return runs.start_run(conn, self._dialect, run, decide, now=now, key_ttl_ns=key_ttl_ns)
 
     def transition(
         self,
@@ -298,7 +305,14 @@ class SqlRunStore(SqlStore):
         """One transition of the run under its lock (`transitions`)."""
         with self._engine.begin() as conn:
             return transitions.transition(
-                conn, project, run_id, decide, now=now, lease_id=lease_id, skip_locked=skip_locked
+                conn,
+                self._dialect,
+                project,
+                run_id,
+                decide,
+                now=now,
+                lease_id=lease_id,
+                skip_locked=skip_locked,
             )
 
     def claimable(
@@ -312,6 +326,18 @@ class SqlRunStore(SqlStore):
         """Timers come due, soonest first."""
         with read_connection(self._engine) as conn:
             return transitions.due_timers(conn, now=now, limit=limit)
+
+    def waiting(self, project: str, event: str, key: str) -> list[tuple[str, str]]:
+        """The open waits on (event, key), soonest to expire first."""
+        with read_connection(self._engine) as conn:
+            return transitions.waiting(conn, project, event, key)
+
+    def park_event(self, project: str, parked: ParkedEventRow, *, supplied: bool, now: int) -> str:
+        """Park an event no run waits for (`transitions.park_event`)."""
+        with self._engine.begin() as conn:
+            return transitions.park_event(
+                conn, self._dialect, project, parked, supplied=supplied, now=now
+            )
 
     def lease_run(self, project: str, lease_id: str) -> str | None:
         """The run a lease belongs to."""

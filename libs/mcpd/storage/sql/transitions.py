@@ -17,29 +17,59 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, and_, delete, exists, insert, select, update
+from sqlalchemy import Connection, and_, delete, exists, insert, select, text, update
 
+from mcpd.runtime.errors import AlreadyExists
 from mcpd.storage.run_records import (
     AttemptRow,
     LeaseRow,
+    ParkedEventRow,
     RunChanges,
     RunRow,
     RunSnapshot,
     TimerRow,
+    WaitKeys,
     WaitRow,
 )
-from mcpd.storage.sql.schema.run import leases, run_events, runs, step_attempts, timers, waits
+from mcpd.storage.sql.dialect import SqlDialect, insert_ignore
+from mcpd.storage.sql.schema.run import (
+    idempotency_keys,
+    leases,
+    parked_events,
+    run_events,
+    runs,
+    step_attempts,
+    timers,
+    waits,
+)
 
-__all__ = ["append_events", "apply_changes", "claimable", "due_timers", "lease_run", "transition"]
+__all__ = [
+    "EVENT_SCOPE",
+    "KEY_TTL_NS",
+    "append_events",
+    "apply_changes",
+    "claimable",
+    "due_timers",
+    "first_transition",
+    "lease_run",
+    "park_event",
+    "take_key",
+    "transition",
+    "waiting",
+]
 
 T = TypeVar("T")
 Decide = Callable[[RunSnapshot], tuple[RunChanges, T]]
 _ATTEMPT_COLUMNS = [column for column in step_attempts.c if column.name != "project"]
 _TIMER_COLUMNS = [timers.c.run_id, timers.c.kind, timers.c.step_key, timers.c.attempt]
+# Published event ids are held as idempotency keys of this scope, for as long as parked events.
+EVENT_SCOPE = "event"
+KEY_TTL_NS = 24 * 3600 * 1_000_000_000
 
 
 def transition(
     conn: Connection,
+    dialect: SqlDialect,
     project: str,
     run_id: str,
     decide: Decide[T],
@@ -62,12 +92,31 @@ def transition(
     )
     if locked is None:
         return None
-    changes, answer = decide(_snapshot(conn, cast(RunRow, dict(locked)), lease_id))
-    apply_changes(conn, project, run_id, changes, now=now)
+    keys = _WaitKeys(conn, dialect, project)
+    changes, answer = decide(_snapshot(conn, cast(RunRow, dict(locked)), lease_id, keys))
+    apply_changes(conn, dialect, project, run_id, changes, now=now)
     return answer
 
 
-def _snapshot(conn: Connection, run: RunRow, lease_id: str | None) -> RunSnapshot:
+def first_transition(
+    conn: Connection,
+    dialect: SqlDialect,
+    run: RunRow,
+    decide: Decide[T],
+    *,
+    now: int,
+) -> T:
+    """The transition of a run just inserted in this transaction: no journal yet."""
+    project = run["project"]
+    snapshot = RunSnapshot(
+        run=run, attempts=[], timers=[], waits=[], wait_keys=_WaitKeys(conn, dialect, project)
+    )
+    changes, answer = decide(snapshot)
+    apply_changes(conn, dialect, project, run["run_id"], changes, now=now)
+    return answer
+
+
+def _snapshot(conn: Connection, run: RunRow, lease_id: str | None, keys: WaitKeys) -> RunSnapshot:
     run_id = run["run_id"]
     a, t, w = step_attempts.c, timers.c, waits.c
     attempts = conn.execute(
@@ -97,11 +146,18 @@ def _snapshot(conn: Connection, run: RunRow, lease_id: str | None) -> RunSnapsho
         timers=[cast(TimerRow, dict(row)) for row in held],
         waits=[cast(WaitRow, dict(row)) for row in open_waits],
         lease=lease,
+        wait_keys=keys,
     )
 
 
 def apply_changes(
-    conn: Connection, project: str, run_id: str, changes: RunChanges, *, now: int
+    conn: Connection,
+    dialect: SqlDialect,
+    project: str,
+    run_id: str,
+    changes: RunChanges,
+    *,
+    now: int,
 ) -> None:
     """Write one transition's changes of the run (see `RunChanges`)."""
     if changes.run:
@@ -128,6 +184,14 @@ def apply_changes(
         )
     if changes.timers_set:
         conn.execute(insert(timers), [{"project": project, **row} for row in changes.timers_set])
+    w = waits.c
+    for step_key in changes.waits_closed:
+        conn.execute(delete(waits).where(w.run_id == run_id, w.step_key == step_key))
+    if changes.new_waits:
+        conn.execute(insert(waits), [{"project": project, **row} for row in changes.new_waits])
+    for event_id, target in changes.event_ids:
+        if not take_key(conn, dialect, project, EVENT_SCOPE, event_id, target, now=now):
+            raise AlreadyExists(f"event {event_id} was published before", field="event_id")
     if changes.new_leases:
         conn.execute(insert(leases), [{"project": project, **row} for row in changes.new_leases])
     for lease_id, outcome in changes.lease_outcomes:
@@ -205,3 +269,113 @@ def lease_run(conn: Connection, project: str, lease_id: str) -> str | None:
         select(c.run_id).where(and_(c.project == project, c.lease_id == lease_id))
     ).scalar_one_or_none()
     return None if found is None else str(found)
+
+
+def take_key(
+    conn: Connection,
+    dialect: SqlDialect,
+    project: str,
+    scope: str,
+    key: str,
+    target: str,
+    *,
+    now: int,
+    ttl_ns: int = KEY_TTL_NS,
+) -> bool:
+    """Take an idempotency key of `scope` for `target`; False when another holds it unexpired
+    (an expired one is deleted first and taken afresh)."""
+    c = idempotency_keys.c
+    where = (c.project == project, c.scope == scope, c.key == key)
+    conn.execute(delete(idempotency_keys).where(*where, c.expires_at <= now))
+    row = {
+        "project": project,
+        "scope": scope,
+        "key": key,
+        "target": target,
+        "created_at": now,
+        "expires_at": now + ttl_ns,
+    }
+    taken = conn.execute(insert_ignore(idempotency_keys, dialect).values(row).returning(c.key))
+    return taken.first() is not None
+
+
+def waiting(conn: Connection, project: str, event: str, key: str) -> list[tuple[str, str]]:
+    """(run_id, step_key) of the project's open waits on (event, key), soonest to expire first."""
+    w = waits.c
+    found = conn.execute(
+        select(w.run_id, w.step_key)
+        .where(w.project == project, w.event == event, w.key == key)
+        .order_by(w.expires_at, w.run_id)
+    )
+    return [(row.run_id, row.step_key) for row in found]
+
+
+def park_event(
+    conn: Connection,
+    dialect: SqlDialect,
+    project: str,
+    parked: ParkedEventRow,
+    *,
+    supplied: bool,
+    now: int,
+) -> str:
+    """Park an event no run waits for: 'parked'; 'duplicate' for an id seen before (a supplied
+    one among published ids, a derived one among parked events); 'waiting' when a matching wait
+    opened meanwhile (deliver to it instead), under the (event, key) hold."""
+    _WaitKeys(conn, dialect, project).hold(parked["event"], parked["key"])
+    if waiting(conn, project, parked["event"], parked["key"]):
+        return "waiting"
+    if supplied and not take_key(
+        conn, dialect, project, EVENT_SCOPE, parked["event_id"], "parked", now=now
+    ):
+        return "duplicate"
+    p = parked_events.c
+    conn.execute(delete(parked_events).where(p.project == project, p.expires_at <= now))
+    stored = conn.execute(
+        insert_ignore(parked_events, dialect)
+        .values({"project": project, **parked})
+        .returning(p.event_id)
+    )
+    return "parked" if stored.first() is not None else "duplicate"
+
+
+class _WaitKeys:
+    """`WaitKeys` inside one transaction: the hold is a transaction-scoped advisory lock on
+    PostgreSQL; SQLite's single writer holds every key already."""
+
+    def __init__(self, conn: Connection, dialect: SqlDialect, project: str) -> None:
+        self._conn = conn
+        self._dialect = dialect
+        self._project = project
+
+    def hold(self, event: str, key: str) -> None:
+        if self._dialect is SqlDialect.POSTGRES:
+            name = "\x1f".join((self._project, event, key))
+            self._conn.execute(
+                text("SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))"), {"name": name}
+            )
+
+    def take_parked(self, event: str, key: str, *, now: int) -> ParkedEventRow | None:
+        self.hold(event, key)
+        p = parked_events.c
+        row = (
+            self._conn.execute(
+                select(p.event_id, p.event, p.key, p.payload, p.parked_at, p.expires_at)
+                .where(
+                    p.project == self._project,
+                    p.event == event,
+                    p.key == key,
+                    p.expires_at > now,
+                )
+                .order_by(p.parked_at, p.event_id)
+                .limit(1)
+            )
+            .mappings()
+            .first()
+        )
+        if row is None:
+            return None
+        self._conn.execute(
+            delete(parked_events).where(p.project == self._project, p.event_id == row["event_id"])
+        )
+        return cast(ParkedEventRow, dict(row))
