@@ -12,7 +12,7 @@ from typing import Any
 
 from mcpd.runtime.errors import Internal
 from mcpd.storage.interfaces import DefinitionReads
-from mcpd.storage.run_records import RunRow
+from mcpd.storage.run_records import RunRow, StoredDefinition
 
 __all__ = ["Bodies", "StepAt", "step_at"]
 
@@ -27,6 +27,12 @@ class Bodies:
         self._capacity = capacity
         self._kept: OrderedDict[tuple[str, str, int], Mapping[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def definition(
+        self, project: str, definition_id: str, version: int | None
+    ) -> StoredDefinition | None:
+        """A stored version (the highest without `version`), read from the store."""
+        return self._store.definition(project, definition_id, version)
 
     def of(self, run: RunRow) -> Mapping[str, Any]:
         key = (run["project"], run["definition_id"], run["definition_version"])

@@ -14,6 +14,10 @@ with the node's status, output and error, so `steps.<id>` reads the same for eve
 - `wait_event`: takes the oldest parked event on its (event, key) when it accepts parked ones,
   else opens a wait (and a `wait_timeout` timer with `timeout_ms`); the event's payload is the
   node's output. A key renders to text: a string as it is, anything else as compact JSON.
+- `subworkflow`: a child run of the named definition (its version pinned now when the node
+  names none), started in the same transaction with the node's rendered input, this run's
+  correlation and trace, and this run as its parent; the node ends with the child, its output
+  the child's output, failed with the child's error when the child ends otherwise.
 - `loop`: one body attempt per iteration (`node[i]/body`); after each, `until` is evaluated
   with `iteration` and `steps.<body id>` set to the iteration that just ended; true, or
   `max_iterations` reached, ends the loop with that iteration's output.
@@ -28,13 +32,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcpd.runtime.clock import epoch_nanos
-from mcpd.runtime.errors import quoted
-from mcpd.storage.run_records import AttemptRow
+from mcpd.runtime.errors import InvalidArgument, quoted
+from mcpd.storage.run_records import AttemptRow, RunRow
 from mcpd.workflows import branch_key, holds, item_key, iteration_key, render
 from services.orchestrator.bodies import step_at
+from services.orchestrator.new_runs import CORRELATION, check_input, new_run_row
 
 if TYPE_CHECKING:
     from services.orchestrator.walk import Moves
@@ -42,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLAIMABLE",
     "LIVE",
-    "SERVED",
+    "MAX_DEPTH",
     "advance",
     "last_ended_iteration",
     "resume",
@@ -52,9 +57,9 @@ __all__ = [
 ]
 
 CLAIMABLE = frozenset({"task", "agent"})
-SERVED = frozenset(
-    {"task", "agent", "sleep", "sleep_until", "wait_event", "parallel", "foreach", "loop"}
-)
+# How deep a tree of subworkflows may grow: a definition cannot run itself, but two can run
+# each other.
+MAX_DEPTH = 32
 # How long a wait_event without `timeout_ms` waits: the bound on every duration in a definition.
 LONGEST_WAIT_MS = 3650 * 24 * 3600 * 1000
 LIVE = frozenset({"pending", "leased", "started", "orphaned"})
@@ -136,6 +141,8 @@ def _enter(moves: Moves, node: Mapping[str, Any]) -> AttemptRow:
             moves.add_attempt(branch, key, 1, input=_child_input(moves, node, branch, None))
     elif kind == "loop":
         _open_iteration(moves, node, 0)
+    elif kind == "subworkflow":
+        _start_child(moves, node, frame)
     return frame
 
 
@@ -204,6 +211,37 @@ def rfc3339(ns: int) -> str:
     """Epoch nanoseconds as the RFC 3339 UTC instant the JSON codec writes."""
     moment = datetime.fromtimestamp(ns / 1e9, tz=UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _start_child(moves: Moves, node: Mapping[str, Any], frame: AttemptRow) -> None:
+    """Start the child run a subworkflow node runs, in this transition; a child that cannot
+    start (its definition missing, its input refused, the tree too deep) fails the node."""
+    assert moves.bodies is not None
+    run = moves.run
+    if run["depth"] + 1 > MAX_DEPTH:
+        _fail(moves, frame, f"a run tree is at most {MAX_DEPTH} subworkflows deep")
+        return
+    definition = moves.bodies.definition(run["project"], node["definition_id"], node.get("version"))
+    if definition is None:
+        which = f" version {node['version']}" if "version" in node else ""
+        _fail(moves, frame, f"definition {quoted(node['definition_id'])}{which} is not stored")
+        return
+    document = render(node["input"], moves.scope()) if "input" in node else None
+    try:
+        check_input(definition.body.get("input_schema"), document)
+    except InvalidArgument as refused:
+        _fail(moves, frame, refused.message)
+        return
+    child = new_run_row(
+        definition,
+        project=run["project"],
+        document=document,
+        correlation={name: run[name] for name in CORRELATION},
+        now=moves.now,
+        parent=cast(RunRow, run),
+        parent_step_key=node["id"],
+    )
+    moves.start_child(child, definition.body)
 
 
 def _progress(moves: Moves, node: Mapping[str, Any], frame: AttemptRow) -> None:

@@ -8,11 +8,12 @@ attempt is no longer held by this lease (`fenced`); complete or fail of an `at_m
 attempt never started (`not_started`). Each is a 409 carrying the StepConflict, on gRPC as
 ABORTED with the StepConflict in the status details.
 
-A claim takes offerable attempts oldest first, one transition per run (skipping a run another
-transaction holds), and refuses the work of a run whose `max_steps` or `max_cost_usd` is spent
-by ending that run failed. With nothing to hand out it waits up to `wait_ms` (at most four
-fifths of the time the caller left the request) for `Wakeups`, looking again every
-`POLL_S` for work another process made runnable.
+A claim takes offerable attempts oldest first, one transition per run (skipping a run whose
+tree another transaction holds), and refuses the work of a run whose tree has spent its root's
+`max_steps` or `max_cost_usd` (counted over every run of the tree) by ending that run failed.
+With nothing to hand out it waits up to `wait_ms` (at most four fifths of the time the caller
+left the request) for `Wakeups`, looking again every `POLL_S` for work another process made
+runnable.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ class Leases:
     ) -> list[runs_pb2.StepLease]:
         if moves.status != "running":
             return []
-        spent = _spent_ceiling(moves.run)
+        spent = _spent_ceiling(moves)
         if spent is not None:
             moves.end_run("failed", error=spent)
             return []
@@ -382,12 +383,15 @@ def _conflict(moves: Moves, row: AttemptRow, reason: str, message: str) -> None:
     raise Conflict(message, reason=reason.upper(), details=[conflict])
 
 
-def _spent_ceiling(run: Mapping[str, Any]) -> str | None:
-    """Why the run may take no more steps, when its step or spend ceiling is spent."""
-    if run["max_steps"] is not None and run["steps_used"] >= run["max_steps"]:
-        return f"max_steps spent: {run['steps_used']} of {run['max_steps']} steps used"
-    if run["max_cost_usd"] is not None and run["cost_usd"] >= run["max_cost_usd"]:
-        return f"max_cost_usd spent: {run['cost_usd']} of {run['max_cost_usd']} USD"
+def _spent_ceiling(moves: Moves) -> str | None:
+    """Why the run may take no more steps, when the ceilings of its tree's root are spent by
+    the steps and cost of the whole tree."""
+    root = moves.root().run
+    steps, cost = moves.tree_totals()
+    if root["max_steps"] is not None and steps >= root["max_steps"]:
+        return f"max_steps spent: {steps} of {root['max_steps']} steps used"
+    if root["max_cost_usd"] is not None and cost >= root["max_cost_usd"]:
+        return f"max_cost_usd spent: {cost} of {root['max_cost_usd']} USD"
     return None
 
 

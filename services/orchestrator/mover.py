@@ -66,10 +66,10 @@ class Mover:
         claims held here when it leaves an attempt offerable."""
 
         def decide(snapshot: RunSnapshot) -> tuple[RunChanges, T]:
-            moves = Moves(snapshot, self.bodies.of(snapshot.run), now)
+            moves = Moves(snapshot, self.bodies.of(snapshot.run), now, bodies=self.bodies)
             answer = act(moves)
-            if moves.offered:
+            if any(member.offered for member in moves.family.values()):
                 self.wakeups.notify()
-            return moves.changes, answer
+            return moves.collect(), answer
 
         return decide

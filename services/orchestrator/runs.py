@@ -16,9 +16,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
-
 from mcpd import codec
 from mcpd.codec import enum_names
 from mcpd.model.v1 import enums_pb2, runs_pb2, telemetry_pb2
@@ -26,21 +23,17 @@ from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
 from mcpd.runtime import cursors
 from mcpd.runtime.clock import epoch_nanos
 from mcpd.runtime.errors import InvalidArgument, NotFound, quoted
-from mcpd.runtime.ids import new_id, new_trace_id
-from mcpd.signals.messages import CORRELATION_FIELDS, python_of, timestamp_of, value_of
+from mcpd.signals.messages import python_of, timestamp_of, value_of
 from mcpd.storage.interfaces import DefinitionReads, RunReads, RunStarts
 from mcpd.storage.run_records import AttemptRow, RunEventRow, RunRow, TimerRow, WaitRow
-from mcpd.workflows import json_path
 from services.orchestrator.mover import Mover
-from services.orchestrator.walk import Moves, check_served
+from services.orchestrator.new_runs import CORRELATION, check_input, first_transition, new_run_row
+from services.orchestrator.walk import Moves
 
 __all__ = ["IDEMPOTENCY_TTL_NS", "RunStore", "Runs", "run_correlation", "run_message"]
 
 IDEMPOTENCY_TTL_NS = 24 * 3600 * 1_000_000_000
 MAX_KEY_CHARS = 256
-_NS_PER_MS = 1_000_000
-# The run's own id is its correlation's `run_id`; the rest is kept as the start sent it.
-_CORRELATION = tuple(name for name in CORRELATION_FIELDS if name != "run_id")
 _RUN_STATUS = enum_names(enums_pb2.RunStatus.DESCRIPTOR)
 _ATTEMPT_STATUS = enum_names(enums_pb2.AttemptStatus.DESCRIPTOR)
 _CONSTRUCT = enum_names(enums_pb2.ConstructKind.DESCRIPTOR)
@@ -79,64 +72,25 @@ class Runs:
                 f"definition {quoted(request.definition_id)}{which} is not stored", field=field
             )
         document = python_of(request.input) if request.HasField("input") else None
-        _check_input(definition.body.get("input_schema"), document)
+        check_input(definition.body.get("input_schema"), document)
         key = request.idempotency_key if request.HasField("idempotency_key") else None
         if key is not None and not 1 <= len(key) <= MAX_KEY_CHARS:
             raise InvalidArgument(
                 f"idempotency_key must be 1 to {MAX_KEY_CHARS} characters", field="idempotency_key"
             )
         now = epoch_nanos(self._clock.now())
-        run_id = new_id()
-        check_served(definition.body)
-        limits = definition.body.get("limits", {})
-        timeout_ms = limits.get("run_timeout_ms")
-        deadline = None if timeout_ms is None else now + timeout_ms * _NS_PER_MS
-        correlation = request.correlation
-        fields: dict[str, Any] = {
-            "run_id": run_id,
-            "project": project,
-            "definition_id": definition.id,
-            "definition_version": definition.version,
-            "status": "running",
-            # Where the cursor starts; the first transition puts it there and logs it.
-            "cursor_index": 0,
-            "cursor_construct": definition.body["steps"][0]["kind"],
-            "cursor_step_key": definition.body["steps"][0]["id"],
-            "input": document,
-            "output": None,
-            "state": None,
-            "error": None,
-            **{name: _optional(correlation, name) for name in _CORRELATION},
-            "trace_id": new_trace_id(),
-            "steps_used": 0,
-            "max_steps": limits.get("max_steps"),
-            "cost_usd": 0.0,
-            "max_cost_usd": limits.get("max_cost_usd"),
-            "deadline_at": deadline,
-            "idempotency_key": key,
-            "root_run_id": run_id,
-            "parent_run_id": None,
-            "parent_step_key": None,
-            "depth": 0,
-            "next_event_seq": 0,
-            "created_at": now,
-            "updated_at": now,
-            "ended_at": None,
-        }
-
-        def first(moves: Moves) -> None:
-            moves.event(
-                "run_started",
-                {"definition_id": definition.id, "definition_version": definition.version},
-            )
-            moves.move_cursor(0)
-            if deadline is not None:
-                moves.set_timer("run_timeout", "", None, deadline)
-            moves.advance()
-
+        correlation = {name: _optional(request.correlation, name) for name in CORRELATION}
+        run = new_run_row(
+            definition,
+            project=project,
+            document=document,
+            correlation=correlation,
+            now=now,
+            idempotency_key=key,
+        )
         stored, _ = self._store.start_run(
-            cast(RunRow, fields),
-            self._mover.decide(first, now),
+            run,
+            self._mover.decide(first_transition, now),
             now=now,
             key_ttl_ns=IDEMPOTENCY_TTL_NS,
         )
@@ -204,19 +158,6 @@ class Runs:
         )
 
 
-def _check_input(schema: Any, document: Any) -> None:
-    """InvalidArgument naming `input.<path>` when the input fails the definition's schema."""
-    if schema is None:
-        return
-    error = best_match(Draft202012Validator(schema).iter_errors(document))
-    if error is None:
-        return
-    field = json_path(["input", *error.absolute_path])
-    raise InvalidArgument(
-        f"{field} does not match the definition's input_schema: {error.message}", field=field
-    )
-
-
 def _optional(message: telemetry_pb2.Correlation, name: str) -> str | None:
     present: bool = message.HasField(name)  # type: ignore[arg-type]  # a field named at run time
     return str(getattr(message, name)) if present else None
@@ -269,7 +210,7 @@ def run_correlation(stored: RunRow) -> telemetry_pb2.Correlation:
     """The run's correlation: as the start sent it, with the run's own project and id."""
     row = cast(Mapping[str, Any], stored)
     correlation = telemetry_pb2.Correlation(project=row["project"], run_id=row["run_id"])
-    for name in _CORRELATION:
+    for name in CORRELATION:
         if row[name] is not None:
             setattr(correlation, name, row[name])
     return correlation

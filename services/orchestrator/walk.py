@@ -19,51 +19,28 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from mcpd.runtime.errors import Unimplemented
 from mcpd.runtime.ids import new_span_id
 from mcpd.storage.run_records import (
     AttemptRow,
     RunChanges,
+    RunRow,
     RunSnapshot,
     TimerRow,
     WaitRow,
 )
 from mcpd.workflows import render
-from services.orchestrator import constructs
-from services.orchestrator.constructs import CLAIMABLE, LIVE, SERVED
-
-KINDS = (
-    "task",
-    "agent",
-    "sleep",
-    "sleep_until",
-    "wait_event",
-    "parallel",
-    "foreach",
-    "loop",
-    "subworkflow",
-)
+from services.orchestrator import constructs, new_runs
+from services.orchestrator.bodies import Bodies
+from services.orchestrator.constructs import CLAIMABLE, LIVE
 
 __all__ = [
     "ENDED",
     "Moves",
-    "check_served",
     "step_error",
 ]
 
 ENDED = frozenset({"succeeded", "failed", "timed_out", "skipped"})
 DEFAULT_ATTEMPTS = 1
-
-
-def check_served(body: Mapping[str, Any]) -> None:
-    """Unimplemented naming the first node whose construct the walk does not serve yet."""
-    for index, node in enumerate(body["steps"]):
-        if node["kind"] not in SERVED:
-            raise Unimplemented(
-                f"steps[{index}] is a {node['kind']} node: this daemon does not walk "
-                f"{', '.join(sorted(set(KINDS) - SERVED))} nodes yet",
-                field=f"steps[{index}].kind",
-            )
 
 
 def step_error(kind: str, message: str) -> dict[str, Any]:
@@ -72,12 +49,29 @@ def step_error(kind: str, message: str) -> dict[str, Any]:
 
 
 class Moves:
-    """One transition of one run: its snapshot with the changes decided so far."""
+    """One transition of one run: its snapshot with the changes decided so far. The runs of its
+    tree the transition moves too (a child it starts, a parent a child's end resumes) are
+    `family`, shared by all of them and written with the transition (`collect`)."""
 
-    def __init__(self, snapshot: RunSnapshot, body: Mapping[str, Any], now: int) -> None:
+    def __init__(
+        self,
+        snapshot: RunSnapshot,
+        body: Mapping[str, Any],
+        now: int,
+        *,
+        bodies: Bodies | None = None,
+        family: dict[str, Moves] | None = None,
+        new: bool = False,
+    ) -> None:
         self.body = body
         self.now = now
         self.changes = RunChanges()
+        self.tree = snapshot.tree
+        self.bodies = bodies
+        self.new = new
+        self.family = family if family is not None else {}
+        self.family[snapshot.run["run_id"]] = self
+        self._advancing = False
         self.run: dict[str, Any] = dict(snapshot.run)
         self.attempts: list[AttemptRow] = list(snapshot.attempts)
         self.lease = snapshot.lease
@@ -88,6 +82,8 @@ class Moves:
         self.timers: dict[tuple[str, str], TimerRow] = {
             (t["kind"], t["step_key"]): t for t in snapshot.timers
         }
+        self.stored_steps = snapshot.run["steps_used"] if not new else 0
+        self.stored_cost = snapshot.run["cost_usd"] if not new else 0.0
 
     # The run.
 
@@ -105,7 +101,8 @@ class Moves:
         self.changes.events.append((kind, None if payload is None else dict(payload)))
 
     def end_run(self, status: str, *, error: str | None = None, output: Any = None) -> None:
-        """End the run `status`, keeping the terminal invariant (see the module docstring)."""
+        """End the run `status`, keeping the terminal invariant (see the module docstring);
+        its running children are cancelled and its parent's subworkflow step ends with it."""
         for row in self.attempts:
             if row["status"] in LIVE:
                 self.update_attempt(
@@ -128,6 +125,91 @@ class Moves:
         if error is not None:
             payload["error"] = error
         self.event("run_ended", payload)
+        for child in self._running_children():
+            child.end_run("cancelled", error=f"its parent run ended {status}")
+        parent = self.run["parent_run_id"]
+        if parent is not None:
+            moves = self.other(parent)
+            if moves is not None and moves.status == "running":
+                moves.child_ended(self.run["parent_step_key"], self)
+
+    # The tree.
+
+    def other(self, run_id: str) -> Moves | None:
+        """The moves of another run of the tree, read under the tree's lock when first asked."""
+        if run_id in self.family:
+            return self.family[run_id]
+        if self.tree is None or self.bodies is None:
+            return None
+        snapshot = self.tree.snapshot(run_id)
+        if snapshot is None:
+            return None
+        body = self.bodies.of(snapshot.run)
+        return Moves(snapshot, body, self.now, bodies=self.bodies, family=self.family)
+
+    def root(self) -> Moves:
+        """The moves of the tree's root (this run's own on a root)."""
+        found = self.other(self.run["root_run_id"])
+        return self if found is None else found
+
+    def tree_totals(self) -> tuple[int, float]:
+        """Steps completed and cost spent across the tree, with this transition's changes."""
+        steps, cost = self.tree.totals(self.run["root_run_id"]) if self.tree else (0, 0.0)
+        for moves in self.family.values():
+            if moves.run["root_run_id"] == self.run["root_run_id"]:
+                steps += moves.run["steps_used"] - moves.stored_steps
+                cost += moves.run["cost_usd"] - moves.stored_cost
+        return steps, cost
+
+    def start_child(self, run: RunRow, body: Mapping[str, Any]) -> Moves:
+        """Start a child run of this one in the same transition (its first transition too)."""
+        assert self.tree is not None, "a child is started inside a stored run's transition"
+        child = Moves(
+            self.tree.new(run), body, self.now, bodies=self.bodies, family=self.family, new=True
+        )
+        new_runs.first_transition(child)
+        return child
+
+    def child_ended(self, step_key: str, child: Moves) -> None:
+        """A child run ended: the subworkflow step it is the body of ends with it."""
+        frame = self.latest(step_key)
+        if frame is None or frame["status"] not in LIVE:
+            return
+        if child.status == "succeeded":
+            self.update_attempt(
+                frame, status="succeeded", output=child.run["output"], ended_at=self.now
+            )
+        else:
+            message = child.run["error"] or f"child run {child.run['run_id']} ended {child.status}"
+            self.update_attempt(
+                frame, status="failed", error=step_error("fatal", message), ended_at=self.now
+            )
+        if not self._advancing:
+            self.advance()
+
+    def _running_children(self) -> list[Moves]:
+        run_id = self.run["run_id"]
+        stored = self.tree.running_children(run_id) if self.tree and not self.new else []
+        found = [moves for child in stored if (moves := self.other(child)) is not None]
+        found += [
+            moves
+            for moves in self.family.values()
+            if moves.run["parent_run_id"] == run_id and moves not in found
+        ]
+        return [moves for moves in found if moves.status == "running"]
+
+    def collect(self) -> RunChanges:
+        """This transition's changes, with those of the runs it started and moved."""
+        for run_id, moves in self.family.items():
+            if moves is self:
+                continue
+            if moves.new:
+                row = cast(RunRow, {**moves.run})
+                moves.changes.run = {}
+                self.changes.new_runs.append((row, moves.changes))
+            else:
+                self.changes.others[run_id] = moves.changes
+        return self.changes
 
     # Attempts.
 
@@ -294,7 +376,13 @@ class Moves:
 
     def advance(self) -> None:
         """Walk the cursor forward as far as the journal allows (`constructs`)."""
-        constructs.advance(self)
+        if self._advancing:
+            return
+        self._advancing = True
+        try:
+            constructs.advance(self)
+        finally:
+            self._advancing = False
 
 
 def _result(row: AttemptRow) -> dict[str, Any]:

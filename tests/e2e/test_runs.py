@@ -43,8 +43,8 @@ HEX16 = re.compile(r"[0-9a-f]{16}")
 
 @pytest.fixture(scope="module")
 def defined(orchestrator_daemon: DaemonProcess) -> DaemonProcess:
-    """The daemon with `triage` at versions 1 and 2, `plain` and `pause` in alpha, `triage` in
-    beta."""
+    """The daemon with `triage` at versions 1 and 2, `plain` and `pause` (a subworkflow of
+    `plain`) in alpha, `triage` in beta."""
     with httpx.Client(base_url=f"{orchestrator_daemon.http_url}/v1/api", timeout=20) as http:
         for project, definition_id, body in [
             ("alpha", "triage", TRIAGE),
@@ -200,11 +200,23 @@ def test_a_definition_without_schema_or_timeout_takes_any_input(http: httpx.Clie
     assert [(a["kind"], a["input"]) for a in detail["attempts"]] == [("agent", [1, "two"])]
 
 
-def test_a_construct_not_walked_yet_is_refused_by_name(http: httpx.Client) -> None:
-    refused = _start(http, {"definition_id": "pause"})
-    assert refused.status_code == 501, refused.text
-    assert refused.json()["error"]["field"] == "steps[0].kind"
-    assert "subworkflow" in refused.json()["error"]["message"]
+def test_a_subworkflow_starts_a_child_run_that_a_cancel_reaches(http: httpx.Client) -> None:
+    started = _start(http, {"definition_id": "pause"})
+    assert started.status_code == 200, started.text
+    parent = started.json()
+    runs = _read(http, "/runs", definition_id="plain", limit=100).json()["runs"]
+    (child,) = [run for run in runs if run.get("parent_run_id") == parent["run_id"]]
+    assert (child["root_run_id"], child["parent_step_key"], child["depth"]) == (
+        parent["run_id"],
+        "child",
+        1,
+    )
+    assert child["trace_id"] == parent["trace_id"]
+    cancelled = http.post(
+        f"/runs/{parent['run_id']}/cancel", headers=bearer("alpha", "execute")
+    ).json()
+    assert cancelled["status"] == "cancelled"
+    assert _read(http, f"/runs/{child['run_id']}").json()["run"]["status"] == "cancelled"
 
 
 def test_an_idempotency_key_starts_one_run_per_project(http: httpx.Client) -> None:
@@ -238,7 +250,8 @@ def test_the_listing_is_newest_first_pages_and_filters(http: httpx.Client) -> No
     assert seen[:3] == started[::-1]
     assert len(seen) == len(set(seen))
     running = _read(http, "/runs", definition_id="plain", status="running", limit=100).json()
-    assert {r["run_id"] for r in running["runs"]} == set(seen)
+    assert set(started) <= {r["run_id"] for r in running["runs"]} <= set(seen)
+    assert {r["status"] for r in running["runs"]} == {"running"}
     ended = _read(http, "/runs", definition_id="plain", status="succeeded").json()
     assert ended["runs"] == []
     # A cursor belongs to its filters.

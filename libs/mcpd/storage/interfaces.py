@@ -382,8 +382,8 @@ class RunReads(Protocol):
 
 @runtime_checkable
 class RunTransitions(Protocol):
-    """Moving runs: each change of a run is one transaction that reads it under its lock and
-    writes what the orchestrator decided from that read."""
+    """Moving runs: each change of a run is one transaction that reads it under its tree's lock
+    and writes what the orchestrator decided from that read."""
 
     def transition(
         self,
@@ -395,10 +395,11 @@ class RunTransitions(Protocol):
         lease_id: str | None = None,
         skip_locked: bool = False,
     ) -> T | None:
-        """Lock the project's run, hand its snapshot (with the lease `lease_id` of this run,
-        when named and found) to `decide`, write the changes it answers in the same transaction
-        (events `at` `now`) and return the rest of its answer. None, deciding nothing, when the
-        run does not exist or, with `skip_locked`, another transaction holds it."""
+        """Lock the project's run's tree (its root, then the run), hand its snapshot (with the
+        lease `lease_id` of this run, when named and found, and the rest of the tree) to
+        `decide`, write the changes it answers in the same transaction (events `at` `now`) and
+        return the rest of its answer. None, deciding nothing, when the run does not exist or,
+        with `skip_locked`, another transaction holds its tree."""
         ...
 
     def claimable(

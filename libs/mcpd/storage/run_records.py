@@ -206,11 +206,25 @@ class WaitKeys(Protocol):
     def take_parked(self, event: str, key: str, *, now: int) -> ParkedEventRow | None: ...
 
 
+class RunTree(Protocol):
+    """The other runs of a run's tree, inside a transition that holds the tree's root: their
+    snapshots (locked in turn), the running children of one, the steps and cost of the whole
+    tree as stored, and the snapshot of a run not stored yet (a child being started)."""
+
+    def snapshot(self, run_id: str) -> RunSnapshot | None: ...
+
+    def running_children(self, run_id: str) -> list[str]: ...
+
+    def totals(self, root_run_id: str) -> tuple[int, float]: ...
+
+    def new(self, run: RunRow) -> RunSnapshot: ...
+
+
 @dataclass(frozen=True, slots=True)
 class RunSnapshot:
-    """What a transition of one run reads, under the run's lock: the run, its journal in the
-    order written, its timers and waits, the lease the call addresses (when it addresses one),
-    and the project's wait keys (absent for a run not yet stored)."""
+    """What a transition of one run reads, under the lock of its tree: the run, its journal in
+    the order written, its timers and waits, the lease the call addresses (when it addresses
+    one), the project's wait keys and the rest of the tree."""
 
     run: RunRow
     attempts: list[AttemptRow]
@@ -218,6 +232,7 @@ class RunSnapshot:
     waits: list[WaitRow]
     lease: LeaseRow | None = None
     wait_keys: WaitKeys | None = None
+    tree: RunTree | None = None
 
 
 @dataclass(slots=True)
@@ -227,8 +242,10 @@ class RunChanges:
     event log rows (kind, payload) numbered from the run header, timers set (replacing one of the
     same kind and step) and cleared ((kind, step_key)), waits opened and closed (by step key),
     every timer and wait of the run dropped (a terminal run holds none), leases added and their
-    outcomes ((lease_id, outcome)), and published event ids taken ((event_id, run_id), for 24
-    hours: one taken already aborts the transition with AlreadyExists)."""
+    outcomes ((lease_id, outcome)), published event ids taken ((event_id, run_id), for 24
+    hours: one taken already aborts the transition with AlreadyExists), runs started by this
+    one (a subworkflow's child, with its first transition) and changes of other runs of the
+    tree (by run id)."""
 
     run: dict[str, Any] = field(default_factory=dict)
     new_attempts: list[AttemptRow] = field(default_factory=list)
@@ -242,3 +259,5 @@ class RunChanges:
     new_leases: list[LeaseRow] = field(default_factory=list)
     lease_outcomes: list[tuple[str, str]] = field(default_factory=list)
     event_ids: list[tuple[str, str]] = field(default_factory=list)
+    new_runs: list[tuple[RunRow, RunChanges]] = field(default_factory=list)
+    others: dict[str, RunChanges] = field(default_factory=dict)

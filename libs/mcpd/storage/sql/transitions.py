@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, and_, delete, exists, insert, select, text, update
+from sqlalchemy import Connection, and_, delete, exists, func, insert, select, text, update
 
 from mcpd.runtime.errors import AlreadyExists
 from mcpd.storage.run_records import (
@@ -28,7 +28,6 @@ from mcpd.storage.run_records import (
     RunRow,
     RunSnapshot,
     TimerRow,
-    WaitKeys,
     WaitRow,
 )
 from mcpd.storage.sql.dialect import SqlDialect, insert_ignore
@@ -78,10 +77,28 @@ def transition(
     lease_id: str | None = None,
     skip_locked: bool = False,
 ) -> T | None:
-    """Lock the project's run, read its snapshot, apply what `decide` answers and return the
-    rest of its answer; None (deciding nothing) when the run does not exist or, with
-    `skip_locked`, another transaction holds it."""
-    locked = (
+    """Lock the run's tree (its root's row, then its own), read its snapshot, apply what
+    `decide` answers and return the rest of its answer; None (deciding nothing) when the run
+    does not exist or, with `skip_locked`, another transaction holds the tree."""
+    c = runs.c
+    root = conn.execute(
+        select(c.root_run_id).where(c.project == project, c.run_id == run_id)
+    ).scalar_one_or_none()
+    if root is None:
+        return None
+    if root != run_id and _lock(conn, project, str(root), skip_locked=skip_locked) is None:
+        return None
+    locked = _lock(conn, project, run_id, skip_locked=skip_locked)
+    if locked is None:
+        return None
+    tree = _RunTree(conn, dialect, project)
+    changes, answer = decide(tree.snapshot_of(locked, lease_id))
+    apply_changes(conn, dialect, project, run_id, changes, now=now)
+    return answer
+
+
+def _lock(conn: Connection, project: str, run_id: str, *, skip_locked: bool) -> RunRow | None:
+    row = (
         conn.execute(
             select(runs)
             .where(runs.c.project == project, runs.c.run_id == run_id)
@@ -90,12 +107,7 @@ def transition(
         .mappings()
         .first()
     )
-    if locked is None:
-        return None
-    keys = _WaitKeys(conn, dialect, project)
-    changes, answer = decide(_snapshot(conn, cast(RunRow, dict(locked)), lease_id, keys))
-    apply_changes(conn, dialect, project, run_id, changes, now=now)
-    return answer
+    return None if row is None else cast(RunRow, dict(row))
 
 
 def first_transition(
@@ -108,46 +120,80 @@ def first_transition(
 ) -> T:
     """The transition of a run just inserted in this transaction: no journal yet."""
     project = run["project"]
-    snapshot = RunSnapshot(
-        run=run, attempts=[], timers=[], waits=[], wait_keys=_WaitKeys(conn, dialect, project)
-    )
-    changes, answer = decide(snapshot)
+    changes, answer = decide(_RunTree(conn, dialect, project).new(run))
     apply_changes(conn, dialect, project, run["run_id"], changes, now=now)
     return answer
 
 
-def _snapshot(conn: Connection, run: RunRow, lease_id: str | None, keys: WaitKeys) -> RunSnapshot:
-    run_id = run["run_id"]
-    a, t, w = step_attempts.c, timers.c, waits.c
-    attempts = conn.execute(
-        select(*_ATTEMPT_COLUMNS).where(a.run_id == run_id).order_by(a.created_at, a.attempt)
-    ).mappings()
-    held = conn.execute(
-        select(*_TIMER_COLUMNS, t.due_at).where(t.run_id == run_id).order_by(t.due_at, t.kind)
-    ).mappings()
-    open_waits = conn.execute(
-        select(w.run_id, w.step_key, w.event, w.key, w.expires_at).where(w.run_id == run_id)
-    ).mappings()
-    lease = None
-    if lease_id is not None:
-        row = (
-            conn.execute(
-                select(*[c for c in leases.c if c.name != "project"]).where(
-                    leases.c.lease_id == lease_id, leases.c.run_id == run_id
-                )
-            )
-            .mappings()
-            .first()
+class _RunTree:
+    """`RunTree` inside one transaction that holds the tree's root: snapshots of its runs."""
+
+    def __init__(self, conn: Connection, dialect: SqlDialect, project: str) -> None:
+        self._conn = conn
+        self._project = project
+        self._keys = _WaitKeys(conn, dialect, project)
+
+    def snapshot(self, run_id: str) -> RunSnapshot | None:
+        row = _lock(self._conn, self._project, run_id, skip_locked=False)
+        return None if row is None else self.snapshot_of(row, None)
+
+    def running_children(self, run_id: str) -> list[str]:
+        c = runs.c
+        found = self._conn.execute(
+            select(c.run_id)
+            .where(c.project == self._project, c.parent_run_id == run_id, c.status == "running")
+            .order_by(c.run_id)
         )
-        lease = None if row is None else cast(LeaseRow, dict(row))
-    return RunSnapshot(
-        run=run,
-        attempts=[cast(AttemptRow, dict(row)) for row in attempts],
-        timers=[cast(TimerRow, dict(row)) for row in held],
-        waits=[cast(WaitRow, dict(row)) for row in open_waits],
-        lease=lease,
-        wait_keys=keys,
-    )
+        return [str(row.run_id) for row in found]
+
+    def totals(self, root_run_id: str) -> tuple[int, float]:
+        c = runs.c
+        steps, cost = self._conn.execute(
+            select(
+                func.coalesce(func.sum(c.steps_used), 0), func.coalesce(func.sum(c.cost_usd), 0)
+            ).where(c.project == self._project, c.root_run_id == root_run_id)
+        ).one()
+        return int(steps), float(cost)
+
+    def new(self, run: RunRow) -> RunSnapshot:
+        """The snapshot of a run not stored yet."""
+        return RunSnapshot(
+            run=run, attempts=[], timers=[], waits=[], wait_keys=self._keys, tree=self
+        )
+
+    def snapshot_of(self, run: RunRow, lease_id: str | None) -> RunSnapshot:
+        conn, run_id = self._conn, run["run_id"]
+        a, t, w = step_attempts.c, timers.c, waits.c
+        attempts = conn.execute(
+            select(*_ATTEMPT_COLUMNS).where(a.run_id == run_id).order_by(a.created_at, a.attempt)
+        ).mappings()
+        held = conn.execute(
+            select(*_TIMER_COLUMNS, t.due_at).where(t.run_id == run_id).order_by(t.due_at, t.kind)
+        ).mappings()
+        open_waits = conn.execute(
+            select(w.run_id, w.step_key, w.event, w.key, w.expires_at).where(w.run_id == run_id)
+        ).mappings()
+        lease = None
+        if lease_id is not None:
+            row = (
+                conn.execute(
+                    select(*[c for c in leases.c if c.name != "project"]).where(
+                        leases.c.lease_id == lease_id, leases.c.run_id == run_id
+                    )
+                )
+                .mappings()
+                .first()
+            )
+            lease = None if row is None else cast(LeaseRow, dict(row))
+        return RunSnapshot(
+            run=run,
+            attempts=[cast(AttemptRow, dict(row)) for row in attempts],
+            timers=[cast(TimerRow, dict(row)) for row in held],
+            waits=[cast(WaitRow, dict(row)) for row in open_waits],
+            lease=lease,
+            wait_keys=self._keys,
+            tree=self,
+        )
 
 
 def apply_changes(
@@ -159,7 +205,8 @@ def apply_changes(
     *,
     now: int,
 ) -> None:
-    """Write one transition's changes of the run (see `RunChanges`)."""
+    """Write one transition's changes of the run (see `RunChanges`), then those of the runs
+    it started and of the other runs of its tree it moved."""
     if changes.run:
         conn.execute(update(runs).where(runs.c.run_id == run_id).values(**changes.run))
     a = step_attempts.c
@@ -197,6 +244,11 @@ def apply_changes(
     for lease_id, outcome in changes.lease_outcomes:
         conn.execute(update(leases).where(leases.c.lease_id == lease_id).values(outcome=outcome))
     append_events(conn, project, run_id, changes.events, at=now)
+    for child, first in changes.new_runs:
+        conn.execute(insert(runs), [dict(child)])
+        apply_changes(conn, dialect, project, child["run_id"], first, now=now)
+    for other, moved in changes.others.items():
+        apply_changes(conn, dialect, project, other, moved, now=now)
 
 
 def append_events(
