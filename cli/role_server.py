@@ -188,7 +188,7 @@ def _tick_timers(
 ) -> Orchestrator:
     """The orchestrator role, firing run timers in the background until shutdown when `tick`."""
     orchestrator = Orchestrator(
-        stores.run, clock=clock, lease_ttl_ms=settings.orchestrator.lease_ttl_ms
+        stores.run, stores.control, clock=clock, lease_ttl_ms=settings.orchestrator.lease_ttl_ms
     )
     if tick:
         _in_background(stack, orchestrator.tick, name="run-timers")

@@ -131,7 +131,10 @@ def registrations(
             case "orchestrator":
                 if orchestrator is None:
                     orchestrator = services.orchestrator.Orchestrator(
-                        stores.run, clock=clock, lease_ttl_ms=settings.orchestrator.lease_ttl_ms
+                        stores.run,
+                        stores.control,
+                        clock=clock,
+                        lease_ttl_ms=settings.orchestrator.lease_ttl_ms,
                     )
                 found += orchestrator.registrations()
             case "evaluation":

@@ -8,14 +8,17 @@ from typing import Protocol
 from mcpd.orchestrator.v1.orchestrator_service_pb2_grpc import (
     add_OrchestratorServiceServicer_to_server,
 )
+from mcpd.pricing import load_price_book
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
-from mcpd.storage.interfaces import RunEvents, RunSubjectErasure
+from mcpd.storage.interfaces import PriceOverrides, RunEvents, RunSubjectErasure
+from services.orchestrator.causes import Causes
 from services.orchestrator.definitions import Definitions, DefinitionStore
 from services.orchestrator.events import Events
 from services.orchestrator.leases import Leases
 from services.orchestrator.mover import Mover, MoverStore
+from services.orchestrator.prices import Prices
 from services.orchestrator.runs import Runs, RunStore
 from services.orchestrator.servicer import OrchestratorServicer
 from services.orchestrator.timers import Timers
@@ -31,17 +34,27 @@ class OrchestratorStore(
 
 
 class Orchestrator:
-    """The orchestrator role over the run store it owns: its gRPC service, and the timer tick
-    that moves runs whose deadlines come due."""
+    """The orchestrator role over the run store it owns (and the control store's price
+    overrides): its gRPC service, and the timer tick that moves runs whose deadlines come
+    due."""
 
-    def __init__(self, store: OrchestratorStore, *, clock: Clock, lease_ttl_ms: int) -> None:
+    def __init__(
+        self,
+        store: OrchestratorStore,
+        control: PriceOverrides,
+        *,
+        clock: Clock,
+        lease_ttl_ms: int,
+    ) -> None:
         mover = Mover(store, clock, Wakeups(), lease_ttl_ms=lease_ttl_ms)
+        prices = Prices(control, load_price_book(), monotonic=clock.monotonic)
         self._servicer = OrchestratorServicer(
             store,
             Definitions(store, clock),
             Runs(store, mover),
-            Leases(mover),
+            Leases(mover, prices),
             Events(store, store, mover),
+            Causes(store, mover.bodies),
             lease_ttl_ms,
         )
         self.timers = Timers(mover)

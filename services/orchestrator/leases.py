@@ -38,6 +38,7 @@ from mcpd.storage.run_records import AttemptRow, RunRow
 from mcpd.workflows import idempotency_key
 from services.orchestrator.bodies import step_at
 from services.orchestrator.mover import Mover
+from services.orchestrator.prices import Prices
 from services.orchestrator.runs import run_correlation
 from services.orchestrator.walk import Moves
 
@@ -81,9 +82,10 @@ class _Call:
 class Leases:
     """Claims and the lease calls of a project's workers."""
 
-    def __init__(self, mover: Mover) -> None:
+    def __init__(self, mover: Mover, prices: Prices) -> None:
         self._mover = mover
         self._store = mover.store
+        self._prices = prices
 
     # Claims.
 
@@ -205,6 +207,7 @@ class Leases:
         if state is not None and not isinstance(state, dict):
             raise InvalidArgument("result.state must be a JSON object", field="result.state")
         usage = _usage(result.usage) if result.HasField("usage") else None
+        cost = None if usage is None else self._prices.cost(request.project, usage)
 
         def decide(call: _Call) -> runs_pb2.StepAck:
             moves, row = call.moves, call.row
@@ -215,7 +218,7 @@ class Leases:
                 status="succeeded",
                 output=output,
                 usage=usage,
-                cost_usd=0.0 if usage is not None else None,
+                cost_usd=cost,
                 lease_until=None,
                 ended_at=moves.now,
             )
@@ -223,6 +226,7 @@ class Leases:
             merged = None if state is None else {**(moves.run["state"] or {}), **state}
             moves.set_run(
                 steps_used=moves.run["steps_used"] + 1,
+                cost_usd=moves.run["cost_usd"] + (cost or 0.0),
                 **({} if merged is None else {"state": merged}),
             )
             moves.event("step_finished", {"step_key": row["step_key"], "attempt": row["attempt"]})

@@ -30,7 +30,14 @@ from services.orchestrator.mover import Mover
 from services.orchestrator.new_runs import CORRELATION, check_input, first_transition, new_run_row
 from services.orchestrator.walk import Moves
 
-__all__ = ["IDEMPOTENCY_TTL_NS", "RunStore", "Runs", "run_correlation", "run_message"]
+__all__ = [
+    "IDEMPOTENCY_TTL_NS",
+    "RunStore",
+    "Runs",
+    "attempt_error",
+    "run_correlation",
+    "run_message",
+]
 
 IDEMPOTENCY_TTL_NS = 24 * 3600 * 1_000_000_000
 MAX_KEY_CHARS = 256
@@ -233,7 +240,7 @@ def _attempt_message(stored: AttemptRow) -> runs_pb2.StepAttempt:
             getattr(attempt, name).CopyFrom(value_of(row[name]))
     # The journal keeps a StepError and a StepUsage in the spec's JSON shape.
     if row["error"] is not None:
-        attempt.error.CopyFrom(codec.decode(row["error"], runs_pb2.StepError))
+        attempt.error.CopyFrom(attempt_error(row["error"]))
     if row["usage"] is not None:
         attempt.usage.CopyFrom(codec.decode(row["usage"], runs_pb2.StepUsage))
     for name in ("cost_usd", "lease_owner", "attempts_left"):
@@ -243,6 +250,11 @@ def _attempt_message(stored: AttemptRow) -> runs_pb2.StepAttempt:
         if row[name] is not None:
             getattr(attempt, name).CopyFrom(timestamp_of(row[name]))
     return attempt
+
+
+def attempt_error(stored: Any) -> runs_pb2.StepError:
+    """The StepError an attempt's journal row keeps, in the spec's JSON shape."""
+    return codec.decode(stored, runs_pb2.StepError)
 
 
 def _timer_message(row: TimerRow) -> runs_pb2.RunTimer:

@@ -12,6 +12,7 @@ from mcpd.orchestrator.v1 import orchestrator_service_pb2, orchestrator_service_
 from mcpd.runtime.errors import InvalidArgument
 from mcpd.runtime.servicers import pending_rpcs
 from mcpd.storage.interfaces import RunSubjectErasure
+from services.orchestrator.causes import Causes
 from services.orchestrator.definitions import Definitions
 from services.orchestrator.events import Events
 from services.orchestrator.leases import Leases
@@ -33,6 +34,7 @@ class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServ
         runs: Runs,
         leases: Leases,
         events: Events,
+        causes: Causes,
         lease_ttl_ms: int,
     ) -> None:
         self._erasure = erasure
@@ -40,6 +42,7 @@ class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServ
         self._runs = runs
         self._leases = leases
         self._events = events
+        self._causes = causes
         self._lease_ttl_ms = lease_ttl_ms
 
     async def CreateDefinition(
@@ -75,6 +78,11 @@ class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServ
         self, request: orchestrator_service_pb2.CancelRunRequest, context: Context
     ) -> runs_pb2.Run:
         return await asyncio.to_thread(self._runs.cancel, request)
+
+    async def GetStepCause(
+        self, request: orchestrator_service_pb2.GetStepCauseRequest, context: Context
+    ) -> runs_pb2.StepCause:
+        return await asyncio.to_thread(self._causes.cause, request)
 
     async def SignalRun(
         self, request: orchestrator_service_pb2.SignalRunRequest, context: Context

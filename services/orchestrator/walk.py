@@ -258,7 +258,7 @@ class Moves:
             if claimable
             else None,
             "ended_at": None,
-            "created_at": self.now,
+            "created_at": self._next_created_at(),
             **columns,
         }
         attempt = cast(AttemptRow, row)
@@ -266,6 +266,12 @@ class Moves:
         self.attempts.append(attempt)
         self.changes.new_attempts.append(attempt)
         return attempt
+
+    def _next_created_at(self) -> int:
+        """`now`, or a nanosecond past the newest attempt of the run: attempts written in one
+        transition keep the order they were written in (the journal is read in that order)."""
+        newest = max((row["created_at"] for row in self.attempts), default=self.now - 1)
+        return max(self.now, newest + 1)
 
     def update_attempt(self, row: AttemptRow, **columns: Any) -> None:
         """Set columns of an attempt already in the journal or added in this transition."""

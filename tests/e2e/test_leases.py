@@ -284,6 +284,26 @@ def test_on_error_continue_moves_on_and_later_steps_read_the_failure(http: httpx
         "status": "failed",
         "error": {"class": "invalid_input", "message": "x"},
     }
+    cause = http.get(f"/runs/{run_id}/steps/after/cause", headers=bearer("alpha", "read"))
+    assert cause.status_code == 200, cause.text
+    assert cause.json() == {
+        "run_id": run_id,
+        "step_key": "after",
+        "status": "leased",
+        "attempts": 1,
+        "chain": [
+            {
+                "step_key": "try_it",
+                "status": "failed",
+                "attempts": 1,
+                "template_path": "steps.try_it.status",
+                "consumed_by": "after",
+                "depth": 1,
+                "silent_producer": False,
+            }
+        ],
+        "truncated": False,
+    }
 
 
 def test_an_at_most_once_step_must_post_started_first(http: httpx.Client) -> None:

@@ -11,18 +11,21 @@ import pytest
 from mcpd.runtime.clock import ManualClock
 from mcpd.storage.sql.engine import create_postgres_engine
 from mcpd.storage.sql.stores import SqlRunStore
-from services.orchestrator.tests.daemon import Daemon, sqlite_store
+from services.orchestrator.tests.daemon import Daemon, control_store, sqlite_store
 from tests.libs.storage.helpers import postgres_schema
 
 
 @pytest.fixture
 def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    clock = ManualClock()
     store = sqlite_store(tmp_path / "run.db")
+    control = control_store(tmp_path / "control.db", clock)
     store.migrate()
     try:
-        yield Daemon(store, ManualClock())
+        yield Daemon(store, control, clock)
     finally:
         store.close()
+        control.close()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -35,4 +38,7 @@ def any_daemon(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Daemo
             store = sqlite_store(tmp_path / "run.db")
         stack.callback(store.close)
         store.migrate()
-        yield Daemon(store, ManualClock())
+        clock = ManualClock()
+        control = control_store(tmp_path / "control.db", clock)
+        stack.callback(control.close)
+        yield Daemon(store, control, clock)

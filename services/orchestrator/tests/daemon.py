@@ -8,15 +8,19 @@ from typing import Any
 
 from mcpd.model.v1 import enums_pb2, runs_pb2
 from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
+from mcpd.pricing import load_price_book
 from mcpd.runtime.clock import ManualClock
 from mcpd.signals.messages import value_of
 from mcpd.storage.run_records import NewDefinition
+from mcpd.storage.sql.control_store import SqlControlStore
 from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
 from mcpd.storage.sql.stores import SqlRunStore
 from mcpd.workflows import check_definition
+from services.orchestrator.causes import Causes
 from services.orchestrator.events import Events
 from services.orchestrator.leases import Leases
 from services.orchestrator.mover import Mover
+from services.orchestrator.prices import Prices
 from services.orchestrator.runs import Runs
 from services.orchestrator.timers import Timers
 from services.orchestrator.wakeups import Wakeups
@@ -28,13 +32,15 @@ PROJECT = "p"
 class Daemon:
     """The orchestrator's domain objects over one store and clock."""
 
-    def __init__(self, store: SqlRunStore, clock: ManualClock) -> None:
+    def __init__(self, store: SqlRunStore, control: SqlControlStore, clock: ManualClock) -> None:
         self.store = store
+        self.control = control
         self.clock = clock
         mover = Mover(store, clock, Wakeups(), lease_ttl_ms=LEASE_MS)
         self.runs = Runs(store, mover)
-        self.leases = Leases(mover)
+        self.leases = Leases(mover, Prices(control, load_price_book(), monotonic=clock.monotonic))
         self.events = Events(store, store, mover)
+        self.causes = Causes(store, mover.bodies)
         self.timers = Timers(mover)
 
     def define(self, name: str, body: dict[str, Any]) -> None:
@@ -80,6 +86,12 @@ class Daemon:
         failure = runs_pb2.StepFailure(error=error)
         request = rpc.FailStepRequest(project=PROJECT, lease_id=lease_id, failure=failure)
         return self.leases.fail(request)
+
+
+def control_store(path: Path, clock: ManualClock) -> SqlControlStore:
+    store = SqlControlStore(create_sqlite_engine(path, synchronous=Synchronous.NORMAL), clock=clock)
+    store.migrate()
+    return store
 
 
 def sqlite_store(path: Path) -> SqlRunStore:

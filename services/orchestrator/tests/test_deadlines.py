@@ -227,3 +227,30 @@ def test_racing_claims_lease_each_attempt_once(any_daemon: Daemon) -> None:
             if event.kind == enums_pb2.RUN_EVENT_KIND_STEP_LEASED
         ]
         assert len(leased) == 1
+
+
+async def test_usage_is_priced_charged_and_counted_against_the_spend_ceiling(
+    daemon: Daemon,
+) -> None:
+    daemon.control.set_price_overrides(PROJECT, {"house-model": {"input": 2.0, "output": 8.0}})
+    body = {
+        "limits": {"max_cost_usd": 0.01},
+        "steps": [{"id": "think", "kind": "agent"}, {"id": "again", "kind": "agent"}],
+    }
+    daemon.define("spend", body)
+    run_id = daemon.start("spend")
+    (lease,) = await daemon.claim(run_id)
+    usage = runs_pb2.StepUsage(input_tokens=1000, output_tokens=1000, model="house-model")
+    result = runs_pb2.StepResult(usage=usage)
+    daemon.leases.complete(
+        rpc.CompleteStepRequest(project=PROJECT, lease_id=lease.lease_id, result=result)
+    )
+    detail = daemon.detail(run_id)
+    # 1,000 tokens at 2 and 1,000 at 8 per million.
+    assert detail.attempts[0].cost_usd == pytest.approx(0.01)
+    assert detail.attempts[0].usage.model == "house-model"
+    assert detail.run.cost_usd == pytest.approx(0.01)
+    assert await daemon.claim(run_id) == []
+    ended = daemon.detail(run_id).run
+    assert ended.status == enums_pb2.RUN_STATUS_FAILED
+    assert ended.error.startswith("max_cost_usd spent")

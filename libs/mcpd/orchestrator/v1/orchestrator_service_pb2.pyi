@@ -303,24 +303,30 @@ class GetStepCauseRequest(_message.Message):
     PROJECT_FIELD_NUMBER: _builtins.int
     RUN_ID_FIELD_NUMBER: _builtins.int
     STEP_KEY_FIELD_NUMBER: _builtins.int
+    MAX_DEPTH_FIELD_NUMBER: _builtins.int
     project: _builtins.str
     """Project selector."""
     run_id: _builtins.str
     """Run id."""
     step_key: _builtins.str
     """Step key."""
+    max_depth: _builtins.int
+    """How many levels of ancestors to walk, 1 to 64; 8 when absent."""
     def __init__(
         self,
         *,
         project: _builtins.str = ...,
         run_id: _builtins.str = ...,
         step_key: _builtins.str = ...,
+        max_depth: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_max_depth", b"_max_depth", "max_depth", b"max_depth"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["project", b"project", "run_id", b"run_id", "step_key", b"step_key"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_max_depth", b"_max_depth", "max_depth", b"max_depth", "project", b"project", "run_id", b"run_id", "step_key", b"step_key"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__max_depth: _TypeAlias = _typing.Literal["max_depth"]  # noqa: Y015
+    _WhichOneofArgType__max_depth: _TypeAlias = _typing.Literal["_max_depth", b"_max_depth"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_depth) -> _WhichOneofReturnType__max_depth | None: ...
 
 Global___GetStepCauseRequest: _TypeAlias = GetStepCauseRequest  # noqa: Y015
 

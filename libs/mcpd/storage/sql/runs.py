@@ -108,9 +108,7 @@ def run_detail(conn: Connection, project: str, run_id: str) -> RunDetailRecord |
     a, t, w = step_attempts.c, timers.c, waits.c
     attempt_columns = [col for col in step_attempts.c if col.name != "project"]
     attempts = conn.execute(
-        select(*attempt_columns)
-        .where(a.run_id == run_id)
-        .order_by(a.created_at, a.step_key, a.attempt)
+        select(*attempt_columns).where(a.run_id == run_id).order_by(a.created_at, a.attempt)
     ).mappings()
     held = conn.execute(
         select(t.run_id, t.kind, t.step_key, t.attempt, t.due_at)
