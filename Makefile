@@ -52,7 +52,7 @@ test-fast: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy libs services gateway cli tests bench scripts
+	$(BIN)/mypy libs services gateway cli tests bench scripts docs/examples
 
 # Regenerate the Python code for protos/ after formatting them.
 proto: install

@@ -6,6 +6,7 @@ from bench import capabilities_roundtrip, startup
 from bench.config import Benchmark
 from bench.ingest import run as ingest
 from bench.ingest import stages as ingest_stages
+from bench.orchestrator import run as orchestrator
 from bench.overload import run as overload
 from bench.sessions import run as sessions
 
@@ -18,5 +19,6 @@ BENCHMARKS: dict[str, Benchmark] = {
         ingest.BENCHMARK,
         ingest_stages.BENCHMARK,
         overload.BENCHMARK,
+        orchestrator.BENCHMARK,
     )
 }

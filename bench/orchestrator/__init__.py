@@ -1,0 +1,1 @@
+"""The orchestrator benchmark: steps/s of a 3-step workflow and claim latency, mcpd and DBOS."""

@@ -1,0 +1,5 @@
+import sys
+
+from bench.orchestrator.run import main
+
+sys.exit(main())

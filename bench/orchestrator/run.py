@@ -1,0 +1,266 @@
+"""Orchestrator throughput and claim latency, mcpd and DBOS side by side.
+
+``python -m bench orchestrator`` or ``python -m bench.orchestrator [--runs N] [--workers N]
+[--only sqlite postgres dbos]``. For each backend a real ``mcpd serve`` (its default processes)
+on free ports, and ``--workers`` worker processes (the SDK's ``Worker``, 4 steps at a time
+each, handlers that answer at once) serving a workflow of three sequential tasks. The client
+starts ``--runs`` runs from 8 threads as fast as the daemon takes them, then waits for the last
+to end.
+
+- steps/s: 3 x runs / (first start to last end, read from the runs' event logs);
+- claim latency: per attempt, from the moment it became runnable (the run's start for the
+  first step, the previous step's `step_finished` for the others) to its `step_leased`, both
+  stamped by the daemon in the transactions that wrote them; p50, p99.
+
+DBOS (``pip install dbos`` into ``.bench/dbos-venv`` on first use) runs the same three-step
+workflow in its own process against the same kind of database (a SQLite file; the same
+PostgreSQL server), with 8 threads starting workflows: its steps/s is 3 x runs / its wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from bench.config import BenchConfig, Benchmark
+from bench.harness import REPO_ROOT, print_table, write_result
+from mcpd.model.v1 import enums_pb2
+from mcpd.sdk import Client
+from mcpd.testing.daemon import DaemonProcess
+
+NAME = "orchestrator"
+DESCRIPTION = "steps/s of a 3-step workflow with worker processes, claim latency; mcpd and DBOS"
+DEFAULT_RUNS = 600
+DEFAULT_WORKERS = 8
+STARTERS = 8
+WORKER_CONCURRENCY = 4
+DBOS_VENV = REPO_ROOT / ".bench" / "dbos-venv"
+DBOS_SPEC = "dbos"
+THREE = {"steps": [{"id": name, "kind": "task"} for name in ("one", "two", "three")]}
+_NS = 1e9
+
+
+def _dbos_python(install: bool = True) -> tuple[Path, str] | None:
+    python = DBOS_VENV / "bin" / "python"
+    if not python.exists() and install:
+        print(f"installing {DBOS_SPEC} into {DBOS_VENV} (first use) ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(DBOS_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", DBOS_SPEC], check=True)
+    if not python.exists():
+        return None
+    version = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(m.version('dbos'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return python, version
+
+
+def _postgres_database(admin_url: str, name: str) -> str:
+    admin = sa.create_engine(
+        sa.engine.make_url(admin_url).set(drivername="postgresql+psycopg"),
+        isolation_level="AUTOCOMMIT",
+    )
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return str(sa.engine.make_url(admin_url).set(database=name).render_as_string(False))
+
+
+def _mcpd_row(backend: str, env: dict[str, str], runs: int, workers: int) -> dict[str, Any]:
+    with DaemonProcess(extra_env=env, processes=None, start_timeout_s=120) as daemon:
+        target = daemon.grpc_addr
+        with Client(target) as client:
+            client.define("three", THREE)
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.orchestrator.worker",
+                    target,
+                    f"w{n}",
+                    str(WORKER_CONCURRENCY),
+                ],
+                cwd=REPO_ROOT,
+            )
+            for n in range(workers)
+        ]
+        try:
+            with Client(target) as client:
+                client.wait(client.start("three").run_id, timeout_s=60)  # warm-up
+                with ThreadPoolExecutor(STARTERS) as pool:
+                    run_ids = list(pool.map(lambda _: client.start("three").run_id, range(runs)))
+                for run_id in run_ids:
+                    client.wait(run_id, timeout_s=300, poll_s=0.2)
+                return _measure(backend, client, run_ids, workers)
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(timeout=30)
+
+
+def _measure(backend: str, client: Client, run_ids: Sequence[str], workers: int) -> dict[str, Any]:
+    first_start, last_end = float("inf"), 0.0
+    latencies: list[float] = []
+    statuses: dict[str, int] = {}
+    for run_id in run_ids:
+        runnable: dict[str, float] = {}
+        previous_finish: float | None = None
+        for event in client.events(run_id).events:
+            at = event.at.ToNanoseconds() / _NS
+            kind = enums_pb2.RunEventKind.Name(event.kind)
+            payload = event.payload.struct_value.fields
+            if kind == "RUN_EVENT_KIND_RUN_STARTED":
+                first_start = min(first_start, at)
+                previous_finish = at
+            elif kind == "RUN_EVENT_KIND_RUN_CURSOR" and previous_finish is not None:
+                if "step_key" in payload:
+                    runnable[payload["step_key"].string_value] = previous_finish
+            elif kind == "RUN_EVENT_KIND_STEP_LEASED":
+                key = payload["step_key"].string_value
+                if key in runnable:
+                    latencies.append((at - runnable.pop(key)) * 1000)
+            elif kind == "RUN_EVENT_KIND_STEP_FINISHED":
+                previous_finish = at
+            elif kind == "RUN_EVENT_KIND_RUN_ENDED":
+                last_end = max(last_end, at)
+                status = payload["status"].string_value
+                statuses[status] = statuses.get(status, 0) + 1
+    seconds = last_end - first_start
+    cuts = statistics.quantiles(latencies, n=100)
+    return {
+        "system": "mcpd",
+        "backend": backend,
+        "runs": len(run_ids),
+        "workers": workers,
+        "seconds": seconds,
+        "steps_per_s": 3 * len(run_ids) / seconds,
+        "runs_per_s": len(run_ids) / seconds,
+        "claim_p50_ms": statistics.median(latencies),
+        "claim_p99_ms": cuts[98],
+        "statuses": statuses,
+    }
+
+
+def _dbos_row(python: Path, backend: str, url: str, runs: int) -> dict[str, Any]:
+    script = Path(__file__).with_name("dbos_runner.py")
+    done = subprocess.run(
+        [str(python), str(script), url, str(runs), str(STARTERS)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tempfile.gettempdir(),
+    )
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    return {
+        "system": "dbos",
+        "backend": backend,
+        "runs": runs,
+        "workers": f"{STARTERS} threads in one process",
+        "seconds": figures["seconds"],
+        "steps_per_s": 3 * runs / figures["seconds"],
+        "runs_per_s": runs / figures["seconds"],
+        "claim_p50_ms": None,
+        "claim_p99_ms": None,
+        "statuses": {"succeeded": runs},
+    }
+
+
+def run(
+    config: BenchConfig,
+    *,
+    runs: int = DEFAULT_RUNS,
+    workers: int = DEFAULT_WORKERS,
+    only: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Every row (see the module docstring); `only` narrows to sqlite, postgres, dbos."""
+    postgres = os.environ.get("MCPD_TEST_POSTGRES_URL")
+    wanted = set(only) or {"sqlite", "postgres", "dbos"}
+    dbos = _dbos_python() if "dbos" in wanted else None
+    rows: list[dict[str, Any]] = []
+    not_measured: dict[str, str] = {}
+    work = Path(tempfile.mkdtemp(prefix="mcpd-bench-orchestrator-"))
+    if "sqlite" in wanted:
+        rows.append(_mcpd_row("sqlite", {"MCPD_STORAGE_BACKEND": "sqlite"}, runs, workers))
+        if dbos is not None:
+            rows.append(_dbos_row(dbos[0], "sqlite", f"sqlite:///{work / 'dbos.sqlite'}", runs))
+    if "postgres" in wanted:
+        if postgres is None:
+            not_measured["postgres"] = "MCPD_TEST_POSTGRES_URL is not set"
+        else:
+            suffix = uuid.uuid4().hex[:8]
+            url = _postgres_database(postgres, f"mcpd_bench_orch_{suffix}")
+            env = {"MCPD_STORAGE_BACKEND": "postgres", "MCPD_STORAGE_POSTGRES_URL": url}
+            rows.append(_mcpd_row("postgres", env, runs, workers))
+            if dbos is not None:
+                dbos_url = _postgres_database(postgres, f"dbos_bench_orch_{suffix}")
+                rows.append(_dbos_row(dbos[0], "postgres", dbos_url, runs))
+    print_table(
+        f"orchestrator: {runs} runs of a 3-step workflow",
+        rows,
+        [
+            "system",
+            "backend",
+            "workers",
+            "steps_per_s",
+            "runs_per_s",
+            "claim_p50_ms",
+            "claim_p99_ms",
+        ],
+    )
+    document = {
+        "description": DESCRIPTION,
+        "config": {
+            "runs": runs,
+            "workers": workers,
+            "worker_concurrency": WORKER_CONCURRENCY,
+            "starters": STARTERS,
+            "processes": "default (one per core, at most 4)",
+        },
+        "dbos": {"version": dbos[1] if dbos else None, "python": str(dbos[0]) if dbos else None},
+        "targets": {"sqlite_steps_per_s": 750, "postgres_steps_per_s": 1500, "claim_p50_ms": 10},
+        "results": rows,
+        "not_measured": not_measured,
+    }
+    path = write_result(NAME, document, config.results_dir)
+    print(f"wrote {path}", flush=True)
+    return document
+
+
+BENCHMARK = Benchmark(NAME, DESCRIPTION, run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.orchestrator", description=DESCRIPTION)
+    parser.add_argument("--runs", type=int, default=DEFAULT_RUNS)
+    parser.add_argument("--workers", type=int, default=DEFAULT_WORKERS)
+    parser.add_argument("--only", nargs="+", default=[], choices=["sqlite", "postgres", "dbos"])
+    parser.add_argument("--results-dir", type=Path, default=BenchConfig().results_dir)
+    args = parser.parse_args(argv)
+    run(
+        BenchConfig(results_dir=args.results_dir),
+        runs=args.runs,
+        workers=args.workers,
+        only=args.only,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
