@@ -10,7 +10,9 @@ to end.
 - steps/s: 3 x runs / (first start to last end, read from the runs' event logs);
 - claim latency: per attempt, from the moment it became runnable (the run's start for the
   first step, the previous step's `step_finished` for the others) to its `step_leased`, both
-  stamped by the daemon in the transactions that wrote them; p50, p99.
+  stamped by the daemon in the transactions that wrote them; p50, p99. Under the flood above it
+  is mostly time queued behind busy workers; `idle_claim_*` is the same over 50 runs started
+  one at a time, with every worker free.
 
 DBOS (``pip install dbos`` into ``.bench/dbos-venv`` on first use) runs the same three-step
 workflow in its own process against the same kind of database (a SQLite file; the same
@@ -26,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +40,7 @@ import sqlalchemy as sa
 from bench.config import BenchConfig, Benchmark
 from bench.harness import REPO_ROOT, print_table, write_result
 from mcpd.model.v1 import enums_pb2
+from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
 from mcpd.sdk import Client
 from mcpd.testing.daemon import DaemonProcess
 
@@ -45,6 +49,7 @@ DESCRIPTION = "steps/s of a 3-step workflow with worker processes, claim latency
 DEFAULT_RUNS = 600
 DEFAULT_WORKERS = 8
 STARTERS = 8
+IDLE_RUNS = 50
 WORKER_CONCURRENCY = 4
 DBOS_VENV = REPO_ROOT / ".bench" / "dbos-venv"
 DBOS_SPEC = "dbos"
@@ -105,14 +110,38 @@ def _mcpd_row(backend: str, env: dict[str, str], runs: int, workers: int) -> dic
                 client.wait(client.start("three").run_id, timeout_s=60)  # warm-up
                 with ThreadPoolExecutor(STARTERS) as pool:
                     run_ids = list(pool.map(lambda _: client.start("three").run_id, range(runs)))
-                for run_id in run_ids:
-                    client.wait(run_id, timeout_s=300, poll_s=0.2)
-                return _measure(backend, client, run_ids, workers)
+                _until_none_running(client)
+                row = _measure(backend, client, run_ids, workers)
+                # Claim latency with idle workers: one run at a time, nothing queued.
+                alone = [
+                    client.wait(client.start("three").run_id, poll_s=0.01).run_id
+                    for _ in range(IDLE_RUNS)
+                ]
+                idle = _measure(backend, client, alone, workers)
+                row["idle_claim_p50_ms"] = idle["claim_p50_ms"]
+                row["idle_claim_p99_ms"] = idle["claim_p99_ms"]
+                return row
         finally:
             for proc in procs:
                 proc.terminate()
             for proc in procs:
                 proc.wait(timeout=30)
+
+
+def _until_none_running(client: Client, timeout_s: float = 600.0) -> None:
+    """Wait until no run of the workflow is running (one listing call every half second: a
+    read per run would load the daemon the figures are about)."""
+    request = rpc.ListRunsRequest(
+        project=client.project,
+        definition_id="three",
+        status=[enums_pb2.RUN_STATUS_RUNNING],
+        limit=1,
+    )
+    deadline = time.monotonic() + timeout_s
+    while client.call("ListRuns", request).runs:
+        if time.monotonic() > deadline:
+            raise TimeoutError("runs were still running after the timeout")
+        time.sleep(0.5)
 
 
 def _measure(backend: str, client: Client, run_ids: Sequence[str], workers: int) -> dict[str, Any]:
@@ -178,6 +207,8 @@ def _dbos_row(python: Path, backend: str, url: str, runs: int) -> dict[str, Any]
         "runs_per_s": runs / figures["seconds"],
         "claim_p50_ms": None,
         "claim_p99_ms": None,
+        "idle_claim_p50_ms": None,
+        "idle_claim_p99_ms": None,
         "statuses": {"succeeded": runs},
     }
 
