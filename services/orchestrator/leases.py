@@ -8,9 +8,10 @@ attempt is no longer held by this lease (`fenced`); complete or fail of an `at_m
 attempt never started (`not_started`). Each is a 409 carrying the StepConflict, on gRPC as
 ABORTED with the StepConflict in the status details.
 
-A claim takes offerable attempts oldest first, one transition per run (skipping a run whose
-tree another transaction holds), and refuses the work of a run whose tree has spent its root's
-`max_steps` or `max_cost_usd` (counted over every run of the tree) by ending that run failed.
+A claim takes offerable attempts oldest first, one transition per run, all in one transaction
+(skipping a run whose tree another transaction holds), and refuses the work of a run whose
+tree has spent its root's `max_steps` or `max_cost_usd` (counted over every run of the tree)
+by ending that run failed.
 With nothing to hand out it waits up to `wait_ms` (at most four fifths of the time the caller
 left the request) for `Wakeups`, looking again every `POLL_S` for work another process made
 runnable.
@@ -116,14 +117,15 @@ class Leases:
         project = request.project
         only = request.run_id if request.HasField("run_id") else None
         found = self._store.claimable(project, run_id=only, limit=request.max)
-        leases: list[runs_pb2.StepLease] = []
-        for run_id, group in groupby(sorted(found), key=lambda candidate: candidate[0]):
-            wanted = [(step_key, attempt) for _, step_key, attempt in group]
-            lease = partial(self._lease, wanted=wanted, worker_id=request.worker_id)
-            taken = self._mover.move(project, run_id, lease, skip_locked=True)
-            leases += taken or []
-            if len(leases) >= request.max:
-                break
+        acts = {
+            run_id: partial(
+                self._lease,
+                wanted=[(step_key, attempt) for _, step_key, attempt in group],
+                worker_id=request.worker_id,
+            )
+            for run_id, group in groupby(sorted(found), key=lambda candidate: candidate[0])
+        }
+        leases = [lease for taken in self._mover.move_each(project, acts) for lease in taken or []]
         return leases[: request.max]
 
     def _lease(

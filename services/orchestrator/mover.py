@@ -3,7 +3,7 @@ clock, the lease length, and the wakeups of claims held in this process."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
 
 from mcpd.runtime.clock import Clock, epoch_nanos
@@ -50,26 +50,46 @@ class Mover:
         """One transition of the run, decided by `act` (None when there is no such run, or it
         is held elsewhere with `skip_locked`)."""
         now = self.now()
-        return self.store.transition(
+        offered: list[bool] = []
+        answer = self.store.transition(
             project,
             run_id,
-            self.decide(act, now),
+            self.decide(act, now, offered),
             now=now,
             lease_id=lease_id,
             skip_locked=skip_locked,
         )
+        self.wake_if(offered)
+        return answer
+
+    def move_each(self, project: str, acts: Mapping[str, Callable[[Moves], T]]) -> list[T | None]:
+        """A transition of each run of `acts` by its act, in one transaction, skipping runs
+        whose tree another transaction holds."""
+        now = self.now()
+        offered: list[bool] = []
+        answers = self.store.transition_each(
+            project, list(acts), lambda run_id: self.decide(acts[run_id], now, offered), now=now
+        )
+        self.wake_if(offered)
+        return answers
 
     def decide(
-        self, act: Callable[[Moves], T], now: int
+        self, act: Callable[[Moves], T], now: int, offered: list[bool]
     ) -> Callable[[RunSnapshot], tuple[RunChanges, T]]:
-        """A store transition at `now` deciding with `act` over the run's moves; it wakes the
-        claims held here when it leaves an attempt offerable."""
+        """A store transition at `now` deciding with `act` over the run's moves; it records in
+        `offered` whether it left an attempt offerable (for `wake_if`, once it committed)."""
 
         def decide(snapshot: RunSnapshot) -> tuple[RunChanges, T]:
             moves = Moves(snapshot, self.bodies.of(snapshot.run), now, bodies=self.bodies)
             answer = act(moves)
             if any(member.offered for member in moves.family.values()):
-                self.wakeups.notify()
+                offered.append(True)
             return moves.collect(), answer
 
         return decide
+
+    def wake_if(self, offered: list[bool]) -> None:
+        """Wake the claims held here when a committed transition left work offerable (woken
+        before the commit, a claim would look, see nothing yet, and wait again)."""
+        if offered:
+            self.wakeups.notify()

@@ -95,12 +95,14 @@ class Runs:
             now=now,
             idempotency_key=key,
         )
+        offered: list[bool] = []
         stored, _ = self._store.start_run(
             run,
-            self._mover.decide(first_transition, now),
+            self._mover.decide(first_transition, now, offered),
             now=now,
             key_ttl_ns=IDEMPOTENCY_TTL_NS,
         )
+        self._mover.wake_if(offered)
         return run_message(stored)
 
     def cancel(self, request: rpc.CancelRunRequest) -> runs_pb2.Run:

@@ -402,6 +402,18 @@ class RunTransitions(Protocol):
         with `skip_locked`, another transaction holds its tree."""
         ...
 
+    def transition_each(
+        self,
+        project: str,
+        run_ids: Sequence[str],
+        decide: Callable[[str], Callable[[RunSnapshot], tuple[RunChanges, T]]],
+        *,
+        now: int,
+    ) -> list[T | None]:
+        """`transition` of each run in turn (with SKIP LOCKED), all in one transaction: what a
+        claim that leases several runs' attempts commits once."""
+        ...
+
     def claimable(
         self, project: str, *, run_id: str | None, limit: int
     ) -> list[tuple[str, str, int]]:

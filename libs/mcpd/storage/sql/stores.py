@@ -315,6 +315,23 @@ class SqlRunStore(SqlStore):
                 skip_locked=skip_locked,
             )
 
+    def transition_each(
+        self,
+        project: str,
+        run_ids: Sequence[str],
+        decide: Callable[[str], Callable[[RunSnapshot], tuple[RunChanges, T]]],
+        *,
+        now: int,
+    ) -> list[T | None]:
+        """A transition of each run, skipping those held, in one transaction."""
+        with self._engine.begin() as conn:
+            return [
+                transitions.transition(
+                    conn, self._dialect, project, run_id, decide(run_id), now=now, skip_locked=True
+                )
+                for run_id in run_ids
+            ]
+
     def claimable(
         self, project: str, *, run_id: str | None, limit: int
     ) -> list[tuple[str, str, int]]:
