@@ -6,8 +6,8 @@ One flat stack of components, built in order on an `AsyncExitStack` and torn dow
 1. storage: the stores the roles serve (migrated here unless the supervisor's server 0 did);
 2. security: the auth interceptor for every address this process and its siblings bind;
 3. the ingest role (pipeline, group-commit writer, tail sampler, trace sessions) and the
-   orchestrator role with its timer tick (in the primary on SQLite, in every process on
-   PostgreSQL);
+   orchestrator role with its timer tick and the sender of its runs' spans to ingest (in the
+   primary on SQLite, in every process on PostgreSQL);
 4. the gRPC server (every service of the roles) and, with ingest, the OTLP/gRPC server;
 5. once-per-daemon work, in the primary only: transcript tailing, the retention sweep;
 6. the gateway (`cli.gateway_server`), when this process serves it, calling this process's
@@ -108,10 +108,15 @@ async def serve_roles(
     peers = channels_for(stack, settings, dict.fromkeys(grpc_roles, grpc_addr) if plan else {})
     orchestrator = None
     if "orchestrator" in roles:
-        # Timers fire in every process on PostgreSQL (SKIP LOCKED shares them), in one on SQLite.
-        orchestrator = _tick_timers(
-            stack, settings, stores, clock, tick=primary or stores.run.backend == "postgres"
-        )
+        # Timers fire and spans leave in every process on PostgreSQL (SKIP LOCKED shares the
+        # timers), in one on SQLite.
+        owner = primary or stores.run.backend == "postgres"
+        orchestrator = _tick_timers(stack, settings, stores, clock, tick=owner)
+        if owner:
+            outbox = orchestrator.span_outbox(
+                peers(role_table.INGEST_SERVICE), credential.metadata("orchestrator")
+            )
+            _in_background(stack, outbox.run, name="run-spans")
     registrations = role_table.registrations(
         grpc_roles,
         stores,

@@ -77,6 +77,7 @@ def peer_address(settings: Settings, role: str) -> str:
 
 
 ORCHESTRATOR_SERVICE = "mcpd.orchestrator.v1.OrchestratorService"
+INGEST_SERVICE = "mcpd.ingest.v1.IngestService"
 
 
 def registrations(

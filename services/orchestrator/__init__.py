@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Protocol
+
+import grpc
 
 from mcpd.orchestrator.v1.orchestrator_service_pb2_grpc import (
     add_OrchestratorServiceServicer_to_server,
@@ -12,12 +15,13 @@ from mcpd.pricing import load_price_book
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
-from mcpd.storage.interfaces import PriceOverrides, RunEvents, RunSubjectErasure
+from mcpd.storage.interfaces import PriceOverrides, RunEvents, RunSpans, RunSubjectErasure
 from services.orchestrator.causes import Causes
 from services.orchestrator.definitions import Definitions, DefinitionStore
 from services.orchestrator.events import Events
 from services.orchestrator.leases import Leases
 from services.orchestrator.mover import Mover, MoverStore
+from services.orchestrator.outbox import SpanOutbox
 from services.orchestrator.prices import Prices
 from services.orchestrator.runs import Runs, RunStore
 from services.orchestrator.servicer import OrchestratorServicer
@@ -28,7 +32,7 @@ __all__ = ["Orchestrator", "OrchestratorStore"]
 
 
 class OrchestratorStore(
-    RunSubjectErasure, DefinitionStore, RunStore, MoverStore, RunEvents, Protocol
+    RunSubjectErasure, DefinitionStore, RunStore, MoverStore, RunEvents, RunSpans, Protocol
 ):
     """What the orchestrator needs of the run store."""
 
@@ -46,6 +50,7 @@ class Orchestrator:
         clock: Clock,
         lease_ttl_ms: int,
     ) -> None:
+        self._store = store
         mover = Mover(store, clock, Wakeups(), lease_ttl_ms=lease_ttl_ms)
         prices = Prices(control, load_price_book(), monotonic=clock.monotonic)
         self._servicer = OrchestratorServicer(
@@ -66,3 +71,10 @@ class Orchestrator:
     async def tick(self, stop: asyncio.Event) -> None:
         """Fire timers as they come due until `stop` is set."""
         await self.timers.run(stop)
+
+    def span_outbox(
+        self, ingest: grpc.aio.Channel, metadata: Sequence[tuple[str, str]]
+    ) -> SpanOutbox:
+        """The sender of the runs' spans to ingest at `ingest`, presenting `metadata` (the
+        service credential)."""
+        return SpanOutbox(self._store, ingest, metadata)

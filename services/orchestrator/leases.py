@@ -20,7 +20,6 @@ runnable.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -39,8 +38,9 @@ from mcpd.storage.run_records import AttemptRow, RunRow
 from mcpd.workflows import idempotency_key
 from services.orchestrator.bodies import step_at
 from services.orchestrator.mover import Mover
+from services.orchestrator.new_runs import run_correlation
 from services.orchestrator.prices import Prices
-from services.orchestrator.runs import run_correlation
+from services.orchestrator.spans import root_span_id
 from services.orchestrator.walk import Moves
 
 __all__ = [
@@ -49,7 +49,6 @@ __all__ = [
     "POLL_S",
     "Leases",
     "backoff_ms",
-    "root_span_id",
 ]
 
 T = TypeVar("T")
@@ -345,11 +344,6 @@ def backoff_ms(node: Mapping[str, Any], attempt: int) -> int:
     if retry.get("backoff", "exponential") == "fixed":
         return int(initial)
     return int(min(initial * 2 ** (attempt - 1), retry.get("max_ms", 60_000)))
-
-
-def root_span_id(run_id: str) -> str:
-    """The run's root span id, derived from its id: 16 lowercase hex characters."""
-    return hashlib.blake2b(run_id.encode(), digest_size=8).hexdigest()
 
 
 def _check(moves: Moves, row: AttemptRow, lease_id: str, outcome: str | None) -> None:

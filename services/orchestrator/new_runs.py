@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from mcpd.model.v1 import telemetry_pb2
 from mcpd.runtime.errors import InvalidArgument
 from mcpd.runtime.ids import new_id, new_trace_id
 from mcpd.signals.messages import CORRELATION_FIELDS
@@ -23,7 +24,7 @@ from mcpd.workflows import json_path
 if TYPE_CHECKING:
     from services.orchestrator.walk import Moves
 
-__all__ = ["CORRELATION", "check_input", "first_transition", "new_run_row"]
+__all__ = ["CORRELATION", "check_input", "first_transition", "new_run_row", "run_correlation"]
 
 # The run's own id is its correlation's `run_id`; the rest is kept as the start sent it.
 CORRELATION = tuple(name for name in CORRELATION_FIELDS if name != "run_id")
@@ -91,6 +92,16 @@ def new_run_row(
         "ended_at": None,
     }
     return cast(RunRow, fields)
+
+
+def run_correlation(stored: RunRow) -> telemetry_pb2.Correlation:
+    """The run's correlation: as the start sent it, with the run's own project and id."""
+    row = cast(Mapping[str, Any], stored)
+    correlation = telemetry_pb2.Correlation(project=row["project"], run_id=row["run_id"])
+    for name in CORRELATION:
+        if row[name] is not None:
+            setattr(correlation, name, row[name])
+    return correlation
 
 
 def first_transition(moves: Moves) -> None:

@@ -27,7 +27,13 @@ from mcpd.signals.messages import python_of, timestamp_of, value_of
 from mcpd.storage.interfaces import DefinitionReads, RunReads, RunStarts
 from mcpd.storage.run_records import AttemptRow, RunEventRow, RunRow, TimerRow, WaitRow
 from services.orchestrator.mover import Mover
-from services.orchestrator.new_runs import CORRELATION, check_input, first_transition, new_run_row
+from services.orchestrator.new_runs import (
+    CORRELATION,
+    check_input,
+    first_transition,
+    new_run_row,
+    run_correlation,
+)
 from services.orchestrator.walk import Moves
 
 __all__ = [
@@ -35,7 +41,6 @@ __all__ = [
     "RunStore",
     "Runs",
     "attempt_error",
-    "run_correlation",
     "run_message",
 ]
 
@@ -213,16 +218,6 @@ def run_message(stored: RunRow) -> runs_pb2.Run:
         if row[name] is not None:
             getattr(run, name).CopyFrom(timestamp_of(row[name]))
     return run
-
-
-def run_correlation(stored: RunRow) -> telemetry_pb2.Correlation:
-    """The run's correlation: as the start sent it, with the run's own project and id."""
-    row = cast(Mapping[str, Any], stored)
-    correlation = telemetry_pb2.Correlation(project=row["project"], run_id=row["run_id"])
-    for name in CORRELATION:
-        if row[name] is not None:
-            setattr(correlation, name, row[name])
-    return correlation
 
 
 def _attempt_message(stored: AttemptRow) -> runs_pb2.StepAttempt:

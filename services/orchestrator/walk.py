@@ -29,8 +29,8 @@ from mcpd.storage.run_records import (
     WaitRow,
 )
 from mcpd.workflows import render
-from services.orchestrator import constructs, new_runs
-from services.orchestrator.bodies import Bodies
+from services.orchestrator import constructs, new_runs, spans
+from services.orchestrator.bodies import Bodies, step_at
 from services.orchestrator.constructs import CLAIMABLE, LIVE
 
 __all__ = [
@@ -125,6 +125,7 @@ class Moves:
         if error is not None:
             payload["error"] = error
         self.event("run_ended", payload)
+        self.changes.spans.append(spans.run_span(self.run, self._parent_span_id()))
         for child in self._running_children():
             child.end_run("cancelled", error=f"its parent run ended {status}")
         parent = self.run["parent_run_id"]
@@ -186,6 +187,13 @@ class Moves:
             )
         if not self._advancing:
             self.advance()
+
+    def _parent_span_id(self) -> str | None:
+        """The span a child run's own hangs under: its parent's subworkflow step."""
+        parent = self.run["parent_run_id"]
+        moves = None if parent is None else self.other(parent)
+        frame = None if moves is None else moves.latest(self.run["parent_step_key"])
+        return None if frame is None else frame["span_id"]
 
     def _running_children(self) -> list[Moves]:
         run_id = self.run["run_id"]
@@ -274,8 +282,13 @@ class Moves:
         return max(self.now, newest + 1)
 
     def update_attempt(self, row: AttemptRow, **columns: Any) -> None:
-        """Set columns of an attempt already in the journal or added in this transition."""
+        """Set columns of an attempt already in the journal or added in this transition; an
+        attempt that ends queues its span."""
+        ending = row["status"] not in ENDED and columns.get("status") in ENDED
         cast(dict[str, Any], row).update(columns)
+        if ending:
+            construct = step_at(self.body, row["step_key"]).node["kind"]
+            self.changes.spans.append(spans.attempt_span(self.run, row, construct))
         if columns.get("status") == "pending" and not self.has_timer("retry", row["step_key"]):
             self.offered = True
         if any(added is row for added in self.changes.new_attempts):

@@ -497,3 +497,24 @@ def test_events_and_signals_over_rest(http: httpx.Client) -> None:
         "/events", json={"event": "approved", "key": "nobody"}, headers=bearer("alpha", "execute")
     )
     assert parked.json()["outcome"] == "parked"
+
+
+def test_a_runs_spans_reach_the_trace_views(http: httpx.Client) -> None:
+    run = _start(http, "charge")
+    (lease,) = _claim(http, run["run_id"])
+    _lease_call(http, lease["lease_id"], "started")
+    _lease_call(http, lease["lease_id"], "complete", {"output": "paid"})
+    deadline = time.monotonic() + 20
+    while True:
+        answer = http.get(f"/traces/{run['trace_id']}", headers=bearer("alpha", "read"))
+        spans = answer.json().get("spans", []) if answer.status_code == 200 else []
+        if len(spans) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    by_kind = {span["kind"]: span for span in spans}
+    assert set(by_kind) == {"workflow_run", "workflow_step"}, answer.text
+    step, top = by_kind["workflow_step"], by_kind["workflow_run"]
+    assert step["span_id"] == lease["span_id"]
+    assert step["parent_span_id"] == top["span_id"] == lease["parent_span_id"]
+    assert top["correlation"]["run_id"] == run["run_id"]
+    assert (top["name"], step["name"]) == ("charge", "pay")

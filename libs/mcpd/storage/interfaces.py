@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from mcpd.model.v1 import account_pb2, query_pb2
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
@@ -448,6 +448,21 @@ class RunEvents(Protocol):
 
 
 @runtime_checkable
+class RunSpans(Protocol):
+    """The outbox of spans the orchestrator writes for runs: queued by transitions, sent to
+    ingest, then forgotten."""
+
+    def queued_spans(self, *, limit: int) -> list[tuple[str, Any]]:
+        """Up to `limit` (outbox_id, span in the spec's JSON shape), oldest first, across
+        projects."""
+        ...
+
+    def sent_spans(self, outbox_ids: Sequence[str]) -> None:
+        """Forget the spans ingest has."""
+        ...
+
+
+@runtime_checkable
 class RunStore(
     MigratedStore,
     RunSubjectErasure,
@@ -457,6 +472,7 @@ class RunStore(
     RunReads,
     RunTransitions,
     RunEvents,
+    RunSpans,
     Protocol,
 ):
     """Definitions, runs, step attempts, run events, timers, waits, parked events, idempotency:

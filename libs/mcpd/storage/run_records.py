@@ -243,7 +243,8 @@ class RunChanges:
     same kind and step) and cleared ((kind, step_key)), waits opened and closed (by step key),
     every timer and wait of the run dropped (a terminal run holds none), leases added and their
     outcomes ((lease_id, outcome)), published event ids taken ((event_id, run_id), for 24
-    hours: one taken already aborts the transition with AlreadyExists), runs started by this
+    hours: one taken already aborts the transition with AlreadyExists), spans queued for ingest
+    (Span messages in the spec's JSON shape), runs started by this
     one (a subworkflow's child, with its first transition) and changes of other runs of the
     tree (by run id)."""
 
@@ -259,5 +260,6 @@ class RunChanges:
     new_leases: list[LeaseRow] = field(default_factory=list)
     lease_outcomes: list[tuple[str, str]] = field(default_factory=list)
     event_ids: list[tuple[str, str]] = field(default_factory=list)
+    spans: list[Any] = field(default_factory=list)
     new_runs: list[tuple[RunRow, RunChanges]] = field(default_factory=list)
     others: dict[str, RunChanges] = field(default_factory=dict)

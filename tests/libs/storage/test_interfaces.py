@@ -35,6 +35,7 @@ PARTS: dict[type, tuple[type, ...]] = {
         interfaces.RunReads,
         interfaces.RunTransitions,
         interfaces.RunEvents,
+        interfaces.RunSpans,
     ),
     interfaces.ControlStore: (
         interfaces.MigratedStore,
@@ -69,11 +70,11 @@ def test_a_store_declares_nothing_but_its_parts(store: type) -> None:
 
 def test_the_split_loses_no_operation() -> None:
     # What each store offered as one Protocol: the trace store's 25 operations (lifecycle
-    # included), the run store's 19 and the control store's 22.
+    # included), the run store's 21 and the control store's 22.
     counts = {store: sum(len(members(part)) for part in parts) for store, parts in PARTS.items()}
     assert counts == {
         interfaces.TraceStore: 25,
-        interfaces.RunStore: 19,
+        interfaces.RunStore: 21,
         interfaces.ControlStore: 22,
     }
 

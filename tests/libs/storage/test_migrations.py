@@ -68,6 +68,7 @@ RUN_TABLES = {
     "runs",
     "step_attempts",
     "leases",
+    "span_outbox",
     "run_events",
     "timers",
     "waits",
@@ -100,7 +101,7 @@ REVISIONS = {
         "0005_span_head_json",
         "0006_trace_sessions",
     ],
-    "run": ["0001_initial", "0002_definition_digest", "0003_leases"],
+    "run": ["0001_initial", "0002_definition_digest", "0003_leases", "0004_span_outbox"],
     "control": ["0001_initial", "0002_key_owner_audit_order", "0003_audit_source_count"],
 }
 
@@ -313,7 +314,7 @@ def test_concurrent_migrators_apply_once(
         for thread in threads:
             thread.join(timeout=60)
         assert errors == []
-        assert sorted(results) == [[], ["0001_initial", "0002_definition_digest", "0003_leases"]]
+        assert sorted(results) == [[], REVISIONS["run"]]
     finally:
         for opened in stores:
             opened.store.close()

@@ -31,6 +31,7 @@ def test_exports() -> None:
         "ProjectCatalog",
         "RunEvents",
         "RunReads",
+        "RunSpans",
         "RunStarts",
         "RunStore",
         "RunSubjectErasure",

@@ -356,6 +356,16 @@ class SqlRunStore(SqlStore):
                 conn, self._dialect, project, parked, supplied=supplied, now=now
             )
 
+    def queued_spans(self, *, limit: int) -> list[tuple[str, Any]]:
+        """Spans waiting for ingest, oldest first."""
+        with read_connection(self._engine) as conn:
+            return transitions.queued_spans(conn, limit=limit)
+
+    def sent_spans(self, outbox_ids: Sequence[str]) -> None:
+        """Forget spans ingest has."""
+        with self._engine.begin() as conn:
+            transitions.sent_spans(conn, outbox_ids)
+
     def lease_run(self, project: str, lease_id: str) -> str | None:
         """The run a lease belongs to."""
         with read_connection(self._engine) as conn:

@@ -20,6 +20,7 @@ from typing import Any, TypeVar, cast
 from sqlalchemy import Connection, and_, delete, exists, func, insert, select, text, update
 
 from mcpd.runtime.errors import AlreadyExists
+from mcpd.runtime.ids import new_id
 from mcpd.storage.run_records import (
     AttemptRow,
     LeaseRow,
@@ -37,6 +38,7 @@ from mcpd.storage.sql.schema.run import (
     parked_events,
     run_events,
     runs,
+    span_outbox,
     step_attempts,
     timers,
     waits,
@@ -52,6 +54,8 @@ __all__ = [
     "first_transition",
     "lease_run",
     "park_event",
+    "queued_spans",
+    "sent_spans",
     "take_key",
     "transition",
     "waiting",
@@ -244,6 +248,20 @@ def apply_changes(
     for lease_id, outcome in changes.lease_outcomes:
         conn.execute(update(leases).where(leases.c.lease_id == lease_id).values(outcome=outcome))
     append_events(conn, project, run_id, changes.events, at=now)
+    if changes.spans:
+        conn.execute(
+            insert(span_outbox),
+            [
+                {
+                    "outbox_id": new_id(),
+                    "project": project,
+                    "run_id": run_id,
+                    "span": span,
+                    "created_at": now,
+                }
+                for span in changes.spans
+            ],
+        )
     for child, first in changes.new_runs:
         conn.execute(insert(runs), [dict(child)])
         apply_changes(conn, dialect, project, child["run_id"], first, now=now)
@@ -431,3 +449,16 @@ class _WaitKeys:
             delete(parked_events).where(p.project == self._project, p.event_id == row["event_id"])
         )
         return cast(ParkedEventRow, dict(row))
+
+
+def queued_spans(conn: Connection, *, limit: int) -> list[tuple[str, Any]]:
+    """Up to `limit` (outbox_id, span) waiting for ingest, oldest first, across projects."""
+    o = span_outbox.c
+    found = conn.execute(select(o.outbox_id, o.span).order_by(o.outbox_id).limit(limit))
+    return [(str(row.outbox_id), row.span) for row in found]
+
+
+def sent_spans(conn: Connection, outbox_ids: Sequence[str]) -> None:
+    """Forget the spans ingest has."""
+    if outbox_ids:
+        conn.execute(delete(span_outbox).where(span_outbox.c.outbox_id.in_(list(outbox_ids))))

@@ -2,8 +2,9 @@
 
 From the spec's Definition, Run, StepAttempt and RunEvent entities (definitions, runs,
 step_attempts, run_events), RunTimer and RunWait (timers, waits), and what the orchestrator
-needs to keep besides: the leases handed to workers (leases), events held for a later wait
-(parked_events) and idempotency keys for starts and published events (idempotency_keys).
+needs to keep besides: the leases handed to workers (leases), the spans waiting to reach ingest
+(span_outbox), events held for a later wait (parked_events) and idempotency keys for starts and
+published events (idempotency_keys).
 
 Run ids are minted by the daemon, so `runs` keeps the spec's key (`run_id`); every row still
 carries its `project`. The journal tables reference their run with ON DELETE CASCADE so that
@@ -149,6 +150,20 @@ leases = Table(
     Column("outcome", Text),
     PrimaryKeyConstraint("lease_id"),
     index("leases", "run_id", "step_key", "attempt"),
+)
+
+span_outbox = Table(
+    "span_outbox",
+    metadata,
+    # The spans of runs and attempts, queued in the transaction of the change they record and
+    # deleted once ingest has them; a run's erasure removes its queued ones with it.
+    Column("outbox_id", Text, nullable=False),
+    Column("project", Text, nullable=False),
+    _run_fk(),
+    Column("span", JsonDocument, nullable=False),
+    Column("created_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("outbox_id"),
+    index("span_outbox", "run_id"),
 )
 
 run_events = Table(
