@@ -45,7 +45,7 @@ from mcpd.runtime.clock import SystemClock
 from mcpd.runtime.config import Settings
 from mcpd.runtime.server import GrpcServer
 from mcpd.storage import STORE_NAMES, Stores, open_stores
-from services.orchestrator import Orchestrator
+from services.orchestrator import Orchestrator, Siblings
 
 log = logging.getLogger("mcpd.serve")
 
@@ -111,7 +111,7 @@ async def serve_roles(
         # Timers fire and spans leave in every process on PostgreSQL (SKIP LOCKED shares the
         # timers), in one on SQLite.
         owner = primary or stores.run.backend == "postgres"
-        orchestrator = _tick_timers(stack, settings, stores, clock, tick=owner)
+        orchestrator = _tick_timers(stack, settings, stores, clock, tick=owner, plan=plan)
         if owner:
             outbox = orchestrator.span_outbox(
                 peers(role_table.INGEST_SERVICE), credential.metadata("orchestrator")
@@ -189,12 +189,29 @@ async def _tail_transcripts(
 
 
 def _tick_timers(
-    stack: AsyncExitStack, settings: Settings, stores: Stores, clock: SystemClock, *, tick: bool
+    stack: AsyncExitStack,
+    settings: Settings,
+    stores: Stores,
+    clock: SystemClock,
+    *,
+    tick: bool,
+    plan: ServerPlan | None,
 ) -> Orchestrator:
-    """The orchestrator role, firing run timers in the background until shutdown when `tick`."""
-    orchestrator = Orchestrator(
-        stores.run, stores.control, clock=clock, lease_ttl_ms=settings.orchestrator.lease_ttl_ms
+    """The orchestrator role, firing run timers in the background until shutdown when `tick`;
+    in a server process of `mcpd serve`, its claims woken by work in the sibling processes."""
+    siblings = (
+        None if plan is None else Siblings(str(settings.data_dir.resolve()), plan.index, plan.count)
     )
+    orchestrator = Orchestrator(
+        stores.run,
+        stores.control,
+        clock=clock,
+        lease_ttl_ms=settings.orchestrator.lease_ttl_ms,
+        siblings=siblings,
+    )
+    loop = asyncio.get_running_loop()
+    orchestrator.wakeups.listen(loop)
+    stack.callback(orchestrator.wakeups.close, loop)
     if tick:
         _in_background(stack, orchestrator.tick, name="run-timers")
     return orchestrator

@@ -26,9 +26,9 @@ from services.orchestrator.prices import Prices
 from services.orchestrator.runs import Runs, RunStore
 from services.orchestrator.servicer import OrchestratorServicer
 from services.orchestrator.timers import Timers
-from services.orchestrator.wakeups import Wakeups
+from services.orchestrator.wakeups import Siblings, Wakeups
 
-__all__ = ["Orchestrator", "OrchestratorStore"]
+__all__ = ["Orchestrator", "OrchestratorStore", "Siblings"]
 
 
 class OrchestratorStore(
@@ -49,9 +49,11 @@ class Orchestrator:
         *,
         clock: Clock,
         lease_ttl_ms: int,
+        siblings: Siblings | None = None,
     ) -> None:
         self._store = store
-        mover = Mover(store, clock, Wakeups(), lease_ttl_ms=lease_ttl_ms)
+        self.wakeups = Wakeups(siblings)
+        mover = Mover(store, clock, self.wakeups, lease_ttl_ms=lease_ttl_ms)
         prices = Prices(control, load_price_book(), monotonic=clock.monotonic)
         self._servicer = OrchestratorServicer(
             store,

@@ -13,8 +13,8 @@ A claim takes offerable attempts oldest first, one transition per run, all in on
 tree has spent its root's `max_steps` or `max_cost_usd` (counted over every run of the tree)
 by ending that run failed.
 With nothing to hand out it waits up to `wait_ms` (at most four fifths of the time the caller
-left the request) for `Wakeups`, looking again every `POLL_S` for work another process made
-runnable.
+left the request) for `Wakeups` (work made runnable in this process or a sibling server
+process), looking again every `POLL_S` for work no signal reaches (another host's replica).
 """
 
 from __future__ import annotations
