@@ -9,7 +9,6 @@ rules on top, chooses its sampling and overrides prices.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -18,6 +17,7 @@ from mcpd import codec
 from mcpd.pricing import PriceBook, apply_price, load_price_book
 from mcpd.redaction import RedactionPolicy, Redactor, redact_row
 from mcpd.runtime.errors import InvalidArgument
+from mcpd.runtime.ttl_cache import TtlCache
 from mcpd.storage.interfaces import PriceOverrides, ProjectCatalog
 from services.ingest.sampling import SamplingPolicy
 
@@ -67,22 +67,11 @@ class ProjectPolicies:
         self._control = control
         self._key = key
         self._book = book
-        self._monotonic = monotonic
-        self._ttl_s = ttl_s
-        self._cache: dict[str, tuple[float, ProjectPolicy]] = {}
-        self._lock = threading.Lock()
+        self._cache = TtlCache(self._load, monotonic=monotonic, ttl_s=ttl_s)
 
     def get(self, project: str) -> ProjectPolicy:
         """The project's policy, at most `ttl_s` old. Blocking on a cache miss."""
-        now = self._monotonic()
-        with self._lock:
-            cached = self._cache.get(project)
-        if cached is not None and now - cached[0] < self._ttl_s:
-            return cached[1]
-        policy = self._load(project)
-        with self._lock:
-            self._cache[project] = (now, policy)
-        return policy
+        return self._cache.get(project)
 
     def _load(self, project: str) -> ProjectPolicy:
         stored = self._control.get_project(project)

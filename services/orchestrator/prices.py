@@ -7,11 +7,11 @@ overrides of a project are read again after `ttl_s`, so a price change reaches r
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcpd.pricing import PriceBook, price
+from mcpd.runtime.ttl_cache import TtlCache
 from mcpd.storage.interfaces import PriceOverrides
 
 __all__ = ["Prices"]
@@ -30,15 +30,12 @@ class Prices:
     ) -> None:
         self._control = control
         self._book = book
-        self._monotonic = monotonic
-        self._ttl_s = ttl_s
-        self._books: dict[str, tuple[float, PriceBook]] = {}
-        self._lock = threading.Lock()
+        self._books = TtlCache(self._book_of, monotonic=monotonic, ttl_s=ttl_s)
 
     def cost(self, project: str, usage: Mapping[str, Any]) -> float:
         """The estimated cost of a StepUsage (in the spec's JSON shape) in USD; 0 when its model
         has no price."""
-        model_price = self._book_of(project).lookup(usage.get("provider"), usage.get("model"))
+        model_price = self._books.get(project).lookup(usage.get("provider"), usage.get("model"))
         if model_price is None:
             return 0.0
         details = {
@@ -49,13 +46,5 @@ class Prices:
         return float(columns.get("total_cost") or 0.0)
 
     def _book_of(self, project: str) -> PriceBook:
-        now = self._monotonic()
-        with self._lock:
-            kept = self._books.get(project)
-        if kept is not None and now - kept[0] < self._ttl_s:
-            return kept[1]
         overrides = self._control.price_overrides(project)
-        book = self._book.with_overrides(overrides, name=project) if overrides else self._book
-        with self._lock:
-            self._books[project] = (now, book)
-        return book
+        return self._book.with_overrides(overrides, name=project) if overrides else self._book
