@@ -207,7 +207,7 @@ class Leases:
         state = python_of(result.state) if result.HasField("state") else None
         if state is not None and not isinstance(state, dict):
             raise InvalidArgument("result.state must be a JSON object", field="result.state")
-        usage = _usage(result.usage) if result.HasField("usage") else None
+        usage = codec.encode(result.usage) if result.HasField("usage") else None
         cost = None if usage is None else self._prices.cost(request.project, usage)
 
         def decide(call: _Call) -> runs_pb2.StepAck:
@@ -393,11 +393,6 @@ def _spent_ceiling(moves: Moves) -> str | None:
     if root["max_cost_usd"] is not None and cost >= root["max_cost_usd"]:
         return f"max_cost_usd spent: {cost} of {root['max_cost_usd']} USD"
     return None
-
-
-def _usage(usage: runs_pb2.StepUsage) -> dict[str, Any]:
-    document: dict[str, Any] = codec.encode(usage)
-    return document
 
 
 def _ack(moves: Moves, attempts_left: int | None = None) -> runs_pb2.StepAck:

@@ -74,6 +74,10 @@ class Moves:
         self._advancing = False
         self.run: dict[str, Any] = dict(snapshot.run)
         self.attempts: list[AttemptRow] = list(snapshot.attempts)
+        # The journal by step key and attempt number: the walk asks for attempts all the time.
+        self._by_key: dict[str, dict[int, AttemptRow]] = {}
+        for row in self.attempts:
+            self._index(row)
         self.lease = snapshot.lease
         self.wait_keys = snapshot.wait_keys
         self.waits: dict[str, WaitRow] = {w["step_key"]: w for w in snapshot.waits}
@@ -223,17 +227,14 @@ class Moves:
 
     def latest(self, step_key: str) -> AttemptRow | None:
         """The latest attempt at `step_key`, or None."""
-        found = None
-        for row in self.attempts:
-            if row["step_key"] == step_key and (found is None or row["attempt"] > found["attempt"]):
-                found = row
-        return found
+        numbered = self._by_key.get(step_key)
+        return numbered[max(numbered)] if numbered else None
 
     def attempt(self, step_key: str, attempt: int) -> AttemptRow | None:
-        for row in self.attempts:
-            if row["step_key"] == step_key and row["attempt"] == attempt:
-                return row
-        return None
+        return self._by_key.get(step_key, {}).get(attempt)
+
+    def _index(self, row: AttemptRow) -> None:
+        self._by_key.setdefault(row["step_key"], {})[row["attempt"]] = row
 
     def add_attempt(
         self, node: Mapping[str, Any], step_key: str, number: int, **columns: Any
@@ -272,6 +273,7 @@ class Moves:
         attempt = cast(AttemptRow, row)
         self.offered |= attempt["status"] == "pending"
         self.attempts.append(attempt)
+        self._index(attempt)
         self.changes.new_attempts.append(attempt)
         return attempt
 

@@ -20,25 +20,19 @@ from typing import cast
 from sqlalchemy import Connection, insert, select, tuple_, update
 
 from mcpd.storage.run_records import (
-    AttemptRow,
     RunChanges,
     RunDetailRecord,
     RunEventRow,
     RunRow,
     RunSnapshot,
-    TimerRow,
-    WaitRow,
 )
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.schema.run import (
     idempotency_keys,
     run_events,
     runs,
-    step_attempts,
-    timers,
-    waits,
 )
-from mcpd.storage.sql.transitions import first_transition, take_key
+from mcpd.storage.sql.transitions import first_transition, read_journal, take_key
 
 __all__ = [
     "START_SCOPE",
@@ -105,27 +99,8 @@ def run_detail(conn: Connection, project: str, run_id: str) -> RunDetailRecord |
     run = _run(conn, project, run_id)
     if run is None:
         return None
-    a, t, w = step_attempts.c, timers.c, waits.c
-    attempt_columns = [col for col in step_attempts.c if col.name != "project"]
-    attempts = conn.execute(
-        select(*attempt_columns).where(a.run_id == run_id).order_by(a.created_at, a.attempt)
-    ).mappings()
-    held = conn.execute(
-        select(t.run_id, t.kind, t.step_key, t.attempt, t.due_at)
-        .where(t.run_id == run_id)
-        .order_by(t.due_at, t.kind, t.step_key)
-    ).mappings()
-    open_waits = conn.execute(
-        select(w.run_id, w.step_key, w.event, w.key, w.expires_at)
-        .where(w.run_id == run_id)
-        .order_by(w.step_key)
-    ).mappings()
-    return RunDetailRecord(
-        run=run,
-        attempts=[cast(AttemptRow, dict(row)) for row in attempts],
-        timers=[cast(TimerRow, dict(row)) for row in held],
-        waits=[cast(WaitRow, dict(row)) for row in open_waits],
-    )
+    attempts, held, open_waits = read_journal(conn, run_id)
+    return RunDetailRecord(run=run, attempts=attempts, timers=held, waits=open_waits)
 
 
 def list_runs(

@@ -55,6 +55,7 @@ __all__ = [
     "lease_run",
     "park_event",
     "queued_spans",
+    "read_journal",
     "sent_spans",
     "take_key",
     "transition",
@@ -129,6 +130,31 @@ def first_transition(
     return answer
 
 
+def read_journal(
+    conn: Connection, run_id: str
+) -> tuple[list[AttemptRow], list[TimerRow], list[WaitRow]]:
+    """A run's attempts (in the order written), timers and open waits."""
+    a, t, w = step_attempts.c, timers.c, waits.c
+    attempts = conn.execute(
+        select(*_ATTEMPT_COLUMNS).where(a.run_id == run_id).order_by(a.created_at, a.attempt)
+    ).mappings()
+    held = conn.execute(
+        select(*_TIMER_COLUMNS, t.due_at)
+        .where(t.run_id == run_id)
+        .order_by(t.due_at, t.kind, t.step_key)
+    ).mappings()
+    open_waits = conn.execute(
+        select(w.run_id, w.step_key, w.event, w.key, w.expires_at)
+        .where(w.run_id == run_id)
+        .order_by(w.step_key)
+    ).mappings()
+    return (
+        [cast(AttemptRow, dict(row)) for row in attempts],
+        [cast(TimerRow, dict(row)) for row in held],
+        [cast(WaitRow, dict(row)) for row in open_waits],
+    )
+
+
 class _RunTree:
     """`RunTree` inside one transaction that holds the tree's root: snapshots of its runs."""
 
@@ -167,16 +193,7 @@ class _RunTree:
 
     def snapshot_of(self, run: RunRow, lease_id: str | None) -> RunSnapshot:
         conn, run_id = self._conn, run["run_id"]
-        a, t, w = step_attempts.c, timers.c, waits.c
-        attempts = conn.execute(
-            select(*_ATTEMPT_COLUMNS).where(a.run_id == run_id).order_by(a.created_at, a.attempt)
-        ).mappings()
-        held = conn.execute(
-            select(*_TIMER_COLUMNS, t.due_at).where(t.run_id == run_id).order_by(t.due_at, t.kind)
-        ).mappings()
-        open_waits = conn.execute(
-            select(w.run_id, w.step_key, w.event, w.key, w.expires_at).where(w.run_id == run_id)
-        ).mappings()
+        attempts, held, open_waits = read_journal(conn, run_id)
         lease = None
         if lease_id is not None:
             row = (
@@ -191,9 +208,9 @@ class _RunTree:
             lease = None if row is None else cast(LeaseRow, dict(row))
         return RunSnapshot(
             run=run,
-            attempts=[cast(AttemptRow, dict(row)) for row in attempts],
-            timers=[cast(TimerRow, dict(row)) for row in held],
-            waits=[cast(WaitRow, dict(row)) for row in open_waits],
+            attempts=attempts,
+            timers=held,
+            waits=open_waits,
             lease=lease,
             wait_keys=self._keys,
             tree=self,
