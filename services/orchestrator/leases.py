@@ -271,7 +271,9 @@ class Leases:
                     "attempts_left": left,
                 },
             )
-            if kind == "unservable":
+            # A started at_most_once body may have run: it cannot go back to another worker.
+            body_may_have_run = row["effect"] == "at_most_once" and row["started_at"] is not None
+            if kind == "unservable" and not body_may_have_run:
                 # Back to pending for another worker, after one lease length, budget unspent.
                 moves.set_timer("retry", step_key, number, moves.now + self._mover.lease_ttl_ns)
                 moves.update_attempt(

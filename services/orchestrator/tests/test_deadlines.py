@@ -254,3 +254,17 @@ async def test_usage_is_priced_charged_and_counted_against_the_spend_ceiling(
     ended = daemon.detail(run_id).run
     assert ended.status == enums_pb2.RUN_STATUS_FAILED
     assert ended.error.startswith("max_cost_usd spent")
+
+
+async def test_a_started_at_most_once_step_failed_unservable_is_not_requeued(
+    daemon: Daemon,
+) -> None:
+    daemon.define("pay", {"steps": [{"id": "charge", "kind": "task", "effect": "at_most_once"}]})
+    run_id = daemon.start("pay")
+    (lease,) = await daemon.claim(run_id)
+    daemon.leases.started(daemon.lease(lease.lease_id))
+    daemon.fail(lease.lease_id, enums_pb2.STEP_ERROR_CLASS_UNSERVABLE, "no handler after all")
+    detail = daemon.detail(run_id)
+    assert statuses(detail) == [(1, "ATTEMPT_STATUS_FAILED")]
+    assert detail.run.status == enums_pb2.RUN_STATUS_FAILED
+    assert detail.run.error == "no handler after all"
