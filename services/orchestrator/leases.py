@@ -389,6 +389,8 @@ def _spent_ceiling(moves: Moves) -> str | None:
     """Why the run may take no more steps, when the ceilings of its tree's root are spent by
     the steps and cost of the whole tree."""
     root = moves.root().run
+    if root["max_steps"] is None and root["max_cost_usd"] is None:
+        return None
     steps, cost = moves.tree_totals()
     if root["max_steps"] is not None and steps >= root["max_steps"]:
         return f"max_steps spent: {steps} of {root['max_steps']} steps used"

@@ -46,6 +46,7 @@ from mcpd.storage.sql import definitions, run_erasure, runs, signals, transition
 from mcpd.storage.sql.base import SqlStore
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.engine import read_connection
+from mcpd.storage.sql.group_commit import GroupCommit
 from mcpd.storage.sql.schema import StoreName
 from mcpd.storage.sql.signals import analytics, deltas, erasure, lists
 from mcpd.storage.sql.statistics import PlannerStatistics
@@ -253,9 +254,21 @@ class SqlTraceStore(SqlStore):
 
 
 class SqlRunStore(SqlStore):
-    """The run store on SQLite or PostgreSQL."""
+    """The run store on SQLite or PostgreSQL. On SQLite the transitions of concurrent callers
+    share transactions (`group_commit`)."""
 
     _store = StoreName.RUN
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self._group = GroupCommit(engine) if self._dialect is SqlDialect.SQLITE else None
+
+    def _write(self, work: Callable[[Connection], T]) -> T:
+        """`work` in a write transaction: a shared one on SQLite, its own on PostgreSQL."""
+        if self._group is not None:
+            return self._group.run(work)
+        with self._engine.begin() as conn:
+            return work(conn)
 
     def erase_subject(self, project: str, user_ids: Sequence[str]) -> RunErasure:
         """Erase one subject's ended run trees, in one transaction (`run_erasure`)."""
@@ -289,8 +302,11 @@ class SqlRunStore(SqlStore):
     ) -> tuple[RunRow, bool]:
         """Store a new run with its first transition, or answer the run its key names
         (`runs`)."""
-        with self._engine.begin() as conn:
-            return runs.start_run(conn, self._dialect, run, decide, now=now, key_ttl_ns=key_ttl_ns)
+        return self._write(
+            lambda conn: runs.start_run(
+                conn, self._dialect, run, decide, now=now, key_ttl_ns=key_ttl_ns
+            )
+        )
 
     def transition(
         self,
@@ -303,8 +319,8 @@ class SqlRunStore(SqlStore):
         skip_locked: bool = False,
     ) -> T | None:
         """One transition of the run under its lock (`transitions`)."""
-        with self._engine.begin() as conn:
-            return transitions.transition(
+        return self._write(
+            lambda conn: transitions.transition(
                 conn,
                 self._dialect,
                 project,
@@ -314,6 +330,7 @@ class SqlRunStore(SqlStore):
                 lease_id=lease_id,
                 skip_locked=skip_locked,
             )
+        )
 
     def transition_each(
         self,
@@ -324,13 +341,14 @@ class SqlRunStore(SqlStore):
         now: int,
     ) -> list[T | None]:
         """A transition of each run, skipping those held, in one transaction."""
-        with self._engine.begin() as conn:
-            return [
+        return self._write(
+            lambda conn: [
                 transitions.transition(
                     conn, self._dialect, project, run_id, decide(run_id), now=now, skip_locked=True
                 )
                 for run_id in run_ids
             ]
+        )
 
     def claimable(
         self, project: str, *, run_id: str | None, limit: int
@@ -351,10 +369,11 @@ class SqlRunStore(SqlStore):
 
     def park_event(self, project: str, parked: ParkedEventRow, *, supplied: bool, now: int) -> str:
         """Park an event no run waits for (`transitions.park_event`)."""
-        with self._engine.begin() as conn:
-            return transitions.park_event(
+        return self._write(
+            lambda conn: transitions.park_event(
                 conn, self._dialect, project, parked, supplied=supplied, now=now
             )
+        )
 
     def queued_spans(self, *, limit: int) -> list[tuple[str, Any]]:
         """Spans waiting for ingest, oldest first."""
@@ -363,8 +382,7 @@ class SqlRunStore(SqlStore):
 
     def sent_spans(self, outbox_ids: Sequence[str]) -> None:
         """Forget spans ingest has."""
-        with self._engine.begin() as conn:
-            transitions.sent_spans(conn, outbox_ids)
+        self._write(lambda conn: transitions.sent_spans(conn, outbox_ids))
 
     def lease_run(self, project: str, lease_id: str) -> str | None:
         """The run a lease belongs to."""

@@ -17,7 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Connection, and_, delete, exists, func, insert, select, text, update
+from sqlalchemy import (
+    Connection,
+    bindparam,
+    delete,
+    exists,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
 
 from mcpd.runtime.errors import AlreadyExists
 from mcpd.runtime.ids import new_id
@@ -47,7 +57,6 @@ from mcpd.storage.sql.schema.run import (
 __all__ = [
     "EVENT_SCOPE",
     "KEY_TTL_NS",
-    "append_events",
     "apply_changes",
     "claimable",
     "due_timers",
@@ -70,6 +79,86 @@ _TIMER_COLUMNS = [timers.c.run_id, timers.c.kind, timers.c.step_key, timers.c.at
 EVENT_SCOPE = "event"
 KEY_TTL_NS = 24 * 3600 * 1_000_000_000
 
+# The statements of the transitions' hot path, built once with bound parameters: building a
+# statement per call costs SQLAlchemy more than SQLite takes to run it. Parameters are named
+# `p_<column>`, apart from the columns an UPDATE sets, which take the columns' own names.
+_R, _A, _T, _W, _L = runs.c, step_attempts.c, timers.c, waits.c, leases.c
+_RUN = (_R.project == bindparam("p_project"), _R.run_id == bindparam("p_run_id"))
+_ROOT_OF = select(_R.root_run_id).where(*_RUN)
+_LOCK = {
+    skip: select(runs).where(*_RUN).with_for_update(skip_locked=skip) for skip in (False, True)
+}
+_JOURNAL_ATTEMPTS = (
+    select(*_ATTEMPT_COLUMNS)
+    .where(_A.run_id == bindparam("p_run_id"))
+    .order_by(_A.created_at, _A.attempt)
+)
+_JOURNAL_TIMERS = (
+    select(*_TIMER_COLUMNS, _T.due_at)
+    .where(_T.run_id == bindparam("p_run_id"))
+    .order_by(_T.due_at, _T.kind, _T.step_key)
+)
+_JOURNAL_WAITS = (
+    select(_W.run_id, _W.step_key, _W.event, _W.key, _W.expires_at)
+    .where(_W.run_id == bindparam("p_run_id"))
+    .order_by(_W.step_key)
+)
+_LEASE = select(*[c for c in leases.c if c.name != "project"]).where(
+    _L.lease_id == bindparam("p_lease_id"), _L.run_id == bindparam("p_run_id")
+)
+_LEASE_RUN = select(_L.run_id).where(
+    _L.project == bindparam("p_project"), _L.lease_id == bindparam("p_lease_id")
+)
+_UPDATE_RUN = update(runs).where(_R.run_id == bindparam("p_run_id"))
+_ATTEMPT_KEY = (
+    _A.run_id == bindparam("p_run_id"),
+    _A.step_key == bindparam("p_step_key"),
+    _A.attempt == bindparam("p_attempt"),
+)
+_UPDATE_ATTEMPT = update(step_attempts).where(*_ATTEMPT_KEY)
+_DROP_TIMERS = delete(timers).where(_T.run_id == bindparam("p_run_id"))
+_DROP_WAITS = delete(waits).where(_W.run_id == bindparam("p_run_id"))
+_DELETE_TIMER = delete(timers).where(
+    _T.run_id == bindparam("p_run_id"),
+    _T.kind == bindparam("p_kind"),
+    _T.step_key == bindparam("p_step_key"),
+)
+_DELETE_WAIT = delete(waits).where(
+    _W.run_id == bindparam("p_run_id"), _W.step_key == bindparam("p_step_key")
+)
+_LEASE_OUTCOME = update(leases).where(_L.lease_id == bindparam("p_lease_id"))
+_TREE_TOTALS = select(
+    func.coalesce(func.sum(_R.steps_used), 0), func.coalesce(func.sum(_R.cost_usd), 0)
+).where(_R.project == bindparam("p_project"), _R.root_run_id == bindparam("p_root_run_id"))
+_RUNNING_CHILDREN = (
+    select(_R.run_id)
+    .where(
+        _R.project == bindparam("p_project"),
+        _R.parent_run_id == bindparam("p_parent_run_id"),
+        _R.status == "running",
+    )
+    .order_by(_R.run_id)
+)
+_CLAIMABLE_WHERE = (
+    _A.project == bindparam("p_project"),
+    _A.status == "pending",
+    _A.kind != "wait",
+    ~exists().where(_T.run_id == _A.run_id, _T.step_key == _A.step_key, _T.kind == "retry"),
+)
+_CLAIMABLE, _CLAIMABLE_IN_RUN = (
+    select(_A.run_id, _A.step_key, _A.attempt)
+    .where(*_CLAIMABLE_WHERE, *where)
+    .order_by(_A.created_at, _A.run_id, _A.step_key)
+    .limit(bindparam("p_limit"))
+    for where in ((), (_A.run_id == bindparam("p_run_id"),))
+)
+_NEXT_EVENT_SEQ = (
+    update(runs)
+    .where(*_RUN)
+    .values(next_event_seq=_R.next_event_seq + bindparam("p_count"))
+    .returning(_R.next_event_seq)
+)
+
 
 def transition(
     conn: Connection,
@@ -85,10 +174,7 @@ def transition(
     """Lock the run's tree (its root's row, then its own), read its snapshot, apply what
     `decide` answers and return the rest of its answer; None (deciding nothing) when the run
     does not exist or, with `skip_locked`, another transaction holds the tree."""
-    c = runs.c
-    root = conn.execute(
-        select(c.root_run_id).where(c.project == project, c.run_id == run_id)
-    ).scalar_one_or_none()
+    root = conn.execute(_ROOT_OF, {"p_project": project, "p_run_id": run_id}).scalar_one_or_none()
     if root is None:
         return None
     if root != run_id and _lock(conn, project, str(root), skip_locked=skip_locked) is None:
@@ -103,15 +189,8 @@ def transition(
 
 
 def _lock(conn: Connection, project: str, run_id: str, *, skip_locked: bool) -> RunRow | None:
-    row = (
-        conn.execute(
-            select(runs)
-            .where(runs.c.project == project, runs.c.run_id == run_id)
-            .with_for_update(skip_locked=skip_locked)
-        )
-        .mappings()
-        .first()
-    )
+    where = {"p_project": project, "p_run_id": run_id}
+    row = conn.execute(_LOCK[skip_locked], where).mappings().first()
     return None if row is None else cast(RunRow, dict(row))
 
 
@@ -134,20 +213,10 @@ def read_journal(
     conn: Connection, run_id: str
 ) -> tuple[list[AttemptRow], list[TimerRow], list[WaitRow]]:
     """A run's attempts (in the order written), timers and open waits."""
-    a, t, w = step_attempts.c, timers.c, waits.c
-    attempts = conn.execute(
-        select(*_ATTEMPT_COLUMNS).where(a.run_id == run_id).order_by(a.created_at, a.attempt)
-    ).mappings()
-    held = conn.execute(
-        select(*_TIMER_COLUMNS, t.due_at)
-        .where(t.run_id == run_id)
-        .order_by(t.due_at, t.kind, t.step_key)
-    ).mappings()
-    open_waits = conn.execute(
-        select(w.run_id, w.step_key, w.event, w.key, w.expires_at)
-        .where(w.run_id == run_id)
-        .order_by(w.step_key)
-    ).mappings()
+    where = {"p_run_id": run_id}
+    attempts = conn.execute(_JOURNAL_ATTEMPTS, where).mappings()
+    held = conn.execute(_JOURNAL_TIMERS, where).mappings()
+    open_waits = conn.execute(_JOURNAL_WAITS, where).mappings()
     return (
         [cast(AttemptRow, dict(row)) for row in attempts],
         [cast(TimerRow, dict(row)) for row in held],
@@ -168,21 +237,12 @@ class _RunTree:
         return None if row is None else self.snapshot_of(row, None)
 
     def running_children(self, run_id: str) -> list[str]:
-        c = runs.c
-        found = self._conn.execute(
-            select(c.run_id)
-            .where(c.project == self._project, c.parent_run_id == run_id, c.status == "running")
-            .order_by(c.run_id)
-        )
-        return [str(row.run_id) for row in found]
+        where = {"p_project": self._project, "p_parent_run_id": run_id}
+        return [str(row.run_id) for row in self._conn.execute(_RUNNING_CHILDREN, where)]
 
     def totals(self, root_run_id: str) -> tuple[int, float]:
-        c = runs.c
-        steps, cost = self._conn.execute(
-            select(
-                func.coalesce(func.sum(c.steps_used), 0), func.coalesce(func.sum(c.cost_usd), 0)
-            ).where(c.project == self._project, c.root_run_id == root_run_id)
-        ).one()
+        where = {"p_project": self._project, "p_root_run_id": root_run_id}
+        steps, cost = self._conn.execute(_TREE_TOTALS, where).one()
         return int(steps), float(cost)
 
     def new(self, run: RunRow) -> RunSnapshot:
@@ -196,15 +256,8 @@ class _RunTree:
         attempts, held, open_waits = read_journal(conn, run_id)
         lease = None
         if lease_id is not None:
-            row = (
-                conn.execute(
-                    select(*[c for c in leases.c if c.name != "project"]).where(
-                        leases.c.lease_id == lease_id, leases.c.run_id == run_id
-                    )
-                )
-                .mappings()
-                .first()
-            )
+            where = {"p_lease_id": lease_id, "p_run_id": run_id}
+            row = conn.execute(_LEASE, where).mappings().first()
             lease = None if row is None else cast(LeaseRow, dict(row))
         return RunSnapshot(
             run=run,
@@ -227,34 +280,32 @@ def apply_changes(
     now: int,
 ) -> None:
     """Write one transition's changes of the run (see `RunChanges`), then those of the runs
-    it started and of the other runs of its tree it moved."""
-    if changes.run:
-        conn.execute(update(runs).where(runs.c.run_id == run_id).values(**changes.run))
-    a = step_attempts.c
-    for step_key, attempt, columns in changes.attempt_updates:
-        conn.execute(
-            update(step_attempts)
-            .where(a.run_id == run_id, a.step_key == step_key, a.attempt == attempt)
-            .values(**columns)
-        )
+    it started and of the other runs of its tree it moved. Rows of one kind go in one
+    executemany: a statement's round through SQLAlchemy costs more than SQLite's work."""
+    on_run = {"p_run_id": run_id}
+    _update_run(conn, project, run_id, changes, at=now)
+    for keys in _attempt_updates(changes.attempt_updates).values():
+        conn.execute(_UPDATE_ATTEMPT, [{**on_run, **key} for key in keys])
     if changes.new_attempts:
         conn.execute(
             insert(step_attempts), [{"project": project, **row} for row in changes.new_attempts]
         )
-    t = timers.c
     if changes.drop_timers_and_waits:
-        conn.execute(delete(timers).where(t.run_id == run_id))
-        conn.execute(delete(waits).where(waits.c.run_id == run_id))
+        conn.execute(_DROP_TIMERS, on_run)
+        conn.execute(_DROP_WAITS, on_run)
     replaced = [(row["kind"], row["step_key"]) for row in changes.timers_set]
-    for kind, step_key in [*changes.timers_cleared, *replaced]:
+    unset = [*changes.timers_cleared, *replaced]
+    if unset:
         conn.execute(
-            delete(timers).where(t.run_id == run_id, t.kind == kind, t.step_key == step_key)
+            _DELETE_TIMER,
+            [{**on_run, "p_kind": kind, "p_step_key": step_key} for kind, step_key in unset],
         )
     if changes.timers_set:
         conn.execute(insert(timers), [{"project": project, **row} for row in changes.timers_set])
-    w = waits.c
-    for step_key in changes.waits_closed:
-        conn.execute(delete(waits).where(w.run_id == run_id, w.step_key == step_key))
+    if changes.waits_closed:
+        conn.execute(
+            _DELETE_WAIT, [{**on_run, "p_step_key": step_key} for step_key in changes.waits_closed]
+        )
     if changes.new_waits:
         conn.execute(insert(waits), [{"project": project, **row} for row in changes.new_waits])
     for event_id, target in changes.event_ids:
@@ -262,9 +313,14 @@ def apply_changes(
             raise AlreadyExists(f"event {event_id} was published before", field="event_id")
     if changes.new_leases:
         conn.execute(insert(leases), [{"project": project, **row} for row in changes.new_leases])
-    for lease_id, outcome in changes.lease_outcomes:
-        conn.execute(update(leases).where(leases.c.lease_id == lease_id).values(outcome=outcome))
-    append_events(conn, project, run_id, changes.events, at=now)
+    if changes.lease_outcomes:
+        conn.execute(
+            _LEASE_OUTCOME,
+            [
+                {"p_lease_id": lease_id, "outcome": outcome}
+                for lease_id, outcome in changes.lease_outcomes
+            ],
+        )
     if changes.spans:
         conn.execute(
             insert(span_outbox),
@@ -286,20 +342,47 @@ def apply_changes(
         apply_changes(conn, dialect, project, other, moved, now=now)
 
 
-def append_events(
-    conn: Connection, project: str, run_id: str, events: Sequence[tuple[str, Any]], *, at: int
+def _update_run(
+    conn: Connection, project: str, run_id: str, changes: RunChanges, *, at: int
+) -> None:
+    """The run row's changed columns and its event log rows, the header's `next_event_seq`
+    moved on in the same UPDATE."""
+    if changes.events:
+        _append_events(conn, project, run_id, changes.events, at=at, columns=changes.run)
+    elif changes.run:
+        conn.execute(_UPDATE_RUN, {"p_run_id": run_id, **changes.run})
+
+
+def _attempt_updates(
+    updates: Sequence[tuple[str, int, dict[str, Any]]],
+) -> dict[tuple[str, ...], list[dict[str, Any]]]:
+    """The parameters of the attempts' UPDATEs, one set of columns per attempt (later changes
+    of a column win), grouped by the columns they set."""
+    merged: dict[tuple[str, int], dict[str, Any]] = {}
+    for step_key, attempt, columns in updates:
+        merged.setdefault((step_key, attempt), {}).update(columns)
+    grouped: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for (step_key, attempt), columns in merged.items():
+        grouped.setdefault(tuple(sorted(columns)), []).append(
+            {"p_step_key": step_key, "p_attempt": attempt, **columns}
+        )
+    return grouped
+
+
+def _append_events(
+    conn: Connection,
+    project: str,
+    run_id: str,
+    events: Sequence[tuple[str, Any]],
+    *,
+    at: int,
+    columns: dict[str, Any],
 ) -> None:
     """Append (kind, payload) rows to the run's event log, numbered from its header in the
-    transaction that writes them, so the log has no gaps and commits in order."""
-    if not events:
-        return
-    header = runs.c
-    first = conn.execute(
-        update(runs)
-        .where(header.run_id == run_id, header.project == project)
-        .values(next_event_seq=header.next_event_seq + len(events))
-        .returning(header.next_event_seq)
-    ).scalar_one() - len(events)
+    transaction that writes them, so the log has no gaps and commits in order; the run row's
+    changed `columns` are set in the UPDATE that numbers them."""
+    where = {"p_project": project, "p_run_id": run_id, "p_count": len(events)}
+    first = conn.execute(_NEXT_EVENT_SEQ, {**where, **columns}).scalar_one() - len(events)
     rows = [
         {
             "project": project,
@@ -320,15 +403,12 @@ def claimable(
     """Up to `limit` (run_id, step_key, attempt) of the project's offerable attempts, oldest
     first: pending claimable steps (not a node's `wait` row) with no retry timer still holding
     the step."""
-    a, t = step_attempts.c, timers.c
-    held = exists().where(t.run_id == a.run_id, t.step_key == a.step_key, t.kind == "retry")
-    statement = select(a.run_id, a.step_key, a.attempt).where(
-        a.project == project, a.status == "pending", a.kind != "wait", ~held
-    )
-    if run_id is not None:
-        statement = statement.where(a.run_id == run_id)
-    statement = statement.order_by(a.created_at, a.run_id, a.step_key).limit(limit)
-    return [(row.run_id, row.step_key, row.attempt) for row in conn.execute(statement)]
+    where = {"p_project": project, "p_limit": limit}
+    if run_id is None:
+        found = conn.execute(_CLAIMABLE, where)
+    else:
+        found = conn.execute(_CLAIMABLE_IN_RUN, {**where, "p_run_id": run_id})
+    return [(row.run_id, row.step_key, row.attempt) for row in found]
 
 
 def due_timers(conn: Connection, *, now: int, limit: int) -> list[tuple[str, TimerRow]]:
@@ -351,10 +431,8 @@ def due_timers(conn: Connection, *, now: int, limit: int) -> list[tuple[str, Tim
 
 def lease_run(conn: Connection, project: str, lease_id: str) -> str | None:
     """The run of the project's lease `lease_id`, or None."""
-    c = leases.c
-    found = conn.execute(
-        select(c.run_id).where(and_(c.project == project, c.lease_id == lease_id))
-    ).scalar_one_or_none()
+    where = {"p_project": project, "p_lease_id": lease_id}
+    found = conn.execute(_LEASE_RUN, where).scalar_one_or_none()
     return None if found is None else str(found)
 
 
