@@ -7,6 +7,7 @@ from bench.config import Benchmark
 from bench.ingest import run as ingest
 from bench.ingest import stages as ingest_stages
 from bench.orchestrator import run as orchestrator
+from bench.orchestrator import stages as orchestrator_stages
 from bench.overload import run as overload
 from bench.sessions import run as sessions
 
@@ -20,5 +21,6 @@ BENCHMARKS: dict[str, Benchmark] = {
         ingest_stages.BENCHMARK,
         overload.BENCHMARK,
         orchestrator.BENCHMARK,
+        orchestrator_stages.BENCHMARK,
     )
 }

@@ -74,7 +74,8 @@ def _dbos_python(install: bool = True) -> tuple[Path, str] | None:
     return python, version
 
 
-def _postgres_database(admin_url: str, name: str) -> str:
+def postgres_database(admin_url: str, name: str) -> str:
+    """A new empty database `name` on the server of `admin_url`; its URL."""
     admin = sa.create_engine(
         sa.engine.make_url(admin_url).set(drivername="postgresql+psycopg"),
         isolation_level="AUTOCOMMIT",
@@ -236,11 +237,11 @@ def run(
             not_measured["postgres"] = "MCPD_TEST_POSTGRES_URL is not set"
         else:
             suffix = uuid.uuid4().hex[:8]
-            url = _postgres_database(postgres, f"mcpd_bench_orch_{suffix}")
+            url = postgres_database(postgres, f"mcpd_bench_orch_{suffix}")
             env = {"MCPD_STORAGE_BACKEND": "postgres", "MCPD_STORAGE_POSTGRES_URL": url}
             rows.append(_mcpd_row("postgres", env, runs, workers))
             if dbos is not None:
-                dbos_url = _postgres_database(postgres, f"dbos_bench_orch_{suffix}")
+                dbos_url = postgres_database(postgres, f"dbos_bench_orch_{suffix}")
                 rows.append(_dbos_row(dbos[0], "postgres", dbos_url, runs))
     print_table(
         f"orchestrator: {runs} runs of a 3-step workflow",
