@@ -7,7 +7,9 @@ node's `when` and `items`. Each such path is an edge (a CauseLink) from the step
 ancestor's journal key: a node's own id, or, for a loop body read inside the loop, the
 iteration before the reading one. The walk goes breadth first from the asked step, expanding
 each ancestor once, up to `max_depth` levels; links are ordered by depth, then by where the
-reading step sits in the definition, then by the order of its paths.
+reading step sits in the definition, then by the template a path sits in (`when`, `input`,
+`key`, `items`, `until`; a branch's or body's `input` after its node's `when` and `items`), then
+by the path's text (a body's objects come back from storage in no particular key order).
 
 An ancestor is a silent producer when it ended `succeeded` and so did every step between it
 and the asked step: nothing on that path is marked failed, so the value it produced is the
@@ -148,7 +150,10 @@ def _edges(body: Mapping[str, Any], consumer: str) -> list[_Edge]:
     else:
         sources = [at.node.get("when"), at.node.get("items"), at.step.get("input")]
     edges = []
-    paths = [path for source in sources for path in paths_in(source)]
+    # By the text within a template: a stored body's object keys keep no order of their own.
+    paths = [
+        path for source in sources for path in sorted(paths_in(source), key=lambda p: p.text)
+    ]
     for index, path in enumerate(paths):
         ancestor = _ancestor(body, consumer, path)
         if ancestor is not None:
