@@ -267,14 +267,8 @@ class SqlControlStore(SqlStore):
 
     def has_credentials(self) -> bool:
         """Whether an account or an unrevoked key exists: two EXISTS probes, one round trip."""
-        statement = select(
-            or_(
-                exists().select_from(accounts),
-                exists().where(api_keys.c.revoked_at.is_(None)),
-            )
-        )
         with read_connection(self._engine) as conn:
-            return bool(conn.execute(statement).scalar_one())
+            return bool(conn.execute(_HAS_CREDENTIALS).scalar_one())
 
     # The audit log
 
@@ -369,6 +363,10 @@ def _inserted(conn: Connection, statement: Insert) -> bool:
 
 # The records' fields are their tables' columns, by name; datetimes are stored as nanoseconds.
 _TIMES = frozenset({"created_at", "expires_at", "revoked_at"})
+# Asked on every request while the daemon is in local mode: built once.
+_HAS_CREDENTIALS = select(
+    or_(exists().select_from(accounts), exists().where(api_keys.c.revoked_at.is_(None)))
+)
 _Record = TypeVar("_Record", StoredAccount, StoredSession, StoredKey)
 
 
