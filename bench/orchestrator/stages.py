@@ -128,19 +128,19 @@ def measure(backend: str, runs: int, *, data_dir: Path, postgres_url: str | None
         with counter.charge(stages["start"]):
             for _ in range(runs):
                 starts.start(runs_pb2.StartRunRequest(project=PROJECT, definition_id="three"))
-        steps = _drain(leases, counter, stages)
+        steps = asyncio.run(_drain(leases, counter, stages))
         assert steps == STEPS_PER_RUN * runs, f"{steps} steps for {runs} runs"
         return _rows(backend, stages, steps)
     finally:
         stores.close()
 
 
-def _drain(leases: Leases, counter: _Counter, stages: Mapping[str, _Stage]) -> int:
+async def _drain(leases: Leases, counter: _Counter, stages: Mapping[str, _Stage]) -> int:
     claim = runs_pb2.ClaimRequest(project=PROJECT, worker_id="bench", max=CLAIM_MAX, wait_ms=0)
     steps = 0
     while True:
         with counter.charge(stages["claim"]):
-            taken = asyncio.run(leases.claim(claim, None)).leases
+            taken = (await leases.claim(claim, None)).leases
         if not taken:
             return steps
         with counter.charge(stages["complete"]):
