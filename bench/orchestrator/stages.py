@@ -51,11 +51,7 @@ from mcpd.storage.factory import open_stores
 from mcpd.storage.run_records import NewDefinition
 from mcpd.storage.sql.stores import SqlRunStore
 from mcpd.workflows import check_definition
-from services.orchestrator.leases import Leases
-from services.orchestrator.mover import Mover
-from services.orchestrator.prices import Prices
-from services.orchestrator.runs import Runs
-from services.orchestrator.wakeups import Wakeups
+from services.orchestrator import Leases, Mover, Prices, Runs, Wakeups
 
 NAME = "orchestrator_stages"
 DESCRIPTION = "CPU, wall time and SQL statements per step of each run transition, in process"

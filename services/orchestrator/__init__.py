@@ -28,7 +28,17 @@ from services.orchestrator.servicer import OrchestratorServicer
 from services.orchestrator.timers import Timers
 from services.orchestrator.wakeups import Siblings, Wakeups
 
-__all__ = ["Orchestrator", "OrchestratorStore", "Siblings"]
+# The domain objects are published for the in-process stage bench (bench/orchestrator/stages.py).
+__all__ = [
+    "Leases",
+    "Mover",
+    "Orchestrator",
+    "OrchestratorStore",
+    "Prices",
+    "Runs",
+    "Siblings",
+    "Wakeups",
+]
 
 
 class OrchestratorStore(
