@@ -151,9 +151,7 @@ def _edges(body: Mapping[str, Any], consumer: str) -> list[_Edge]:
         sources = [at.node.get("when"), at.node.get("items"), at.step.get("input")]
     edges = []
     # By the text within a template: a stored body's object keys keep no order of their own.
-    paths = [
-        path for source in sources for path in sorted(paths_in(source), key=lambda p: p.text)
-    ]
+    paths = [path for source in sources for path in sorted(paths_in(source), key=lambda p: p.text)]
     for index, path in enumerate(paths):
         ancestor = _ancestor(body, consumer, path)
         if ancestor is not None:

@@ -297,9 +297,6 @@ class Leases:
         if not lease_id:
             raise InvalidArgument("lease_id is required", field="lease_id")
         missing = NotFound(f"lease {quoted(lease_id)} does not exist", field="lease_id")
-        run_id = self._store.lease_run(project, lease_id)
-        if run_id is None:
-            raise missing
 
         def checked(moves: Moves) -> T:
             lease = moves.lease
@@ -310,7 +307,7 @@ class Leases:
             _check(moves, row, lease_id, lease["outcome"])
             return decide(_Call(moves, row, lease_id))
 
-        answer = self._mover.move(project, run_id, checked, lease_id=lease_id)
+        answer = self._mover.move_lease(project, lease_id, checked)
         if answer is None:
             raise missing
         return answer

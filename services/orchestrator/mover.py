@@ -44,21 +44,24 @@ class Mover:
         run_id: str,
         act: Callable[[Moves], T],
         *,
-        lease_id: str | None = None,
         skip_locked: bool = False,
     ) -> T | None:
         """One transition of the run, decided by `act` (None when there is no such run, or it
         is held elsewhere with `skip_locked`)."""
         now = self.now()
         offered: list[bool] = []
-        answer = self.store.transition(
-            project,
-            run_id,
-            self.decide(act, now, offered),
-            now=now,
-            lease_id=lease_id,
-            skip_locked=skip_locked,
-        )
+        decide = self.decide(act, now, offered)
+        answer = self.store.transition(project, run_id, decide, now=now, skip_locked=skip_locked)
+        self.wake_if(offered)
+        return answer
+
+    def move_lease(self, project: str, lease_id: str, act: Callable[[Moves], T]) -> T | None:
+        """One transition of the run the lease belongs to, decided by `act` with the lease in
+        its moves (None when there is no such lease)."""
+        now = self.now()
+        offered: list[bool] = []
+        decide = self.decide(act, now, offered)
+        answer = self.store.lease_transition(project, lease_id, decide, now=now)
         self.wake_if(offered)
         return answer
 

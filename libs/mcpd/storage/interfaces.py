@@ -392,14 +392,24 @@ class RunTransitions(Protocol):
         decide: Callable[[RunSnapshot], tuple[RunChanges, T]],
         *,
         now: int,
-        lease_id: str | None = None,
         skip_locked: bool = False,
     ) -> T | None:
         """Lock the project's run's tree (its root, then the run), hand its snapshot (with the
-        lease `lease_id` of this run, when named and found, and the rest of the tree) to
-        `decide`, write the changes it answers in the same transaction (events `at` `now`) and
-        return the rest of its answer. None, deciding nothing, when the run does not exist or,
-        with `skip_locked`, another transaction holds its tree."""
+        rest of the tree) to `decide`, write the changes it answers in the same transaction
+        (events `at` `now`) and return the rest of its answer. None, deciding nothing, when the
+        run does not exist or, with `skip_locked`, another transaction holds its tree."""
+        ...
+
+    def lease_transition(
+        self,
+        project: str,
+        lease_id: str,
+        decide: Callable[[RunSnapshot], tuple[RunChanges, T]],
+        *,
+        now: int,
+    ) -> T | None:
+        """`transition` of the run the project's lease `lease_id` belongs to, found in the same
+        transaction, with the lease in the snapshot; None when there is no such lease."""
         ...
 
     def transition_each(
@@ -423,10 +433,6 @@ class RunTransitions(Protocol):
 
     def due_timers(self, *, now: int, limit: int) -> list[tuple[str, TimerRow]]:
         """Up to `limit` (project, timer) come due by `now`, across projects, soonest first."""
-        ...
-
-    def lease_run(self, project: str, lease_id: str) -> str | None:
-        """The run the project's lease `lease_id` belongs to, or None."""
         ...
 
 

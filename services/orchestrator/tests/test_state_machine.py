@@ -107,6 +107,7 @@ class Orchestration(RuleBasedStateMachine):
         self.daemon = Daemon(store, control, clock)
         self.daemon.define("flow", FLOW)
         self.runs: list[str] = []
+        self.lease_runs: dict[str, str] = {}
 
     def teardown(self) -> None:
         self.daemon.store.close()
@@ -124,7 +125,10 @@ class Orchestration(RuleBasedStateMachine):
             return "no-lease"
         run_id = data.draw(st.sampled_from(self.runs))
         found = asyncio.run(self.daemon.claim(run_id, most=1))
-        return found[0].lease_id if found else "no-lease"
+        if not found:
+            return "no-lease"
+        self.lease_runs[found[0].lease_id] = run_id
+        return found[0].lease_id
 
     @rule(lease=leases)
     def started(self, lease: str) -> None:
@@ -167,7 +171,7 @@ class Orchestration(RuleBasedStateMachine):
             assert not run_ended, "a lease call on an ended run was applied"
 
     def _run_of(self, lease: str) -> int | None:
-        run_id = self.daemon.store.lease_run(PROJECT, lease)
+        run_id = self.lease_runs.get(lease)
         return None if run_id is None else self.daemon.detail(run_id).run.status
 
     def _details(self) -> list[runs_pb2.RunDetail]:

@@ -8,7 +8,8 @@ not a member: it has its own store class (`mcpd.storage.clickhouse`), not a thir
 from __future__ import annotations
 
 import enum
-from typing import assert_never
+from collections.abc import Sequence
+from typing import Any, assert_never, cast
 
 from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
@@ -56,3 +57,22 @@ def insert_ignore(table: Table, dialect: SqlDialect) -> Insert:
             return postgresql.insert(table).on_conflict_do_nothing()
         case _:
             assert_never(dialect)
+
+
+def upsert(table: Table, dialect: SqlDialect, columns: Sequence[str]) -> Insert:
+    """`INSERT ... ON CONFLICT (primary key) DO UPDATE` setting `columns` from the row offered:
+    what a write of a row that replaces any stored under its key needs, in one statement."""
+    match dialect:
+        case SqlDialect.SQLITE:
+            made: Any = sqlite.insert(table)
+        case SqlDialect.POSTGRES:
+            made = postgresql.insert(table)
+        case _:
+            assert_never(dialect)
+    keys = [column.name for column in table.primary_key.columns]
+    return cast(
+        Insert,
+        made.on_conflict_do_update(
+            index_elements=keys, set_={name: made.excluded[name] for name in columns}
+        ),
+    )

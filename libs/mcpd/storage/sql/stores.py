@@ -315,20 +315,27 @@ class SqlRunStore(SqlStore):
         decide: Callable[[RunSnapshot], tuple[RunChanges, T]],
         *,
         now: int,
-        lease_id: str | None = None,
         skip_locked: bool = False,
     ) -> T | None:
         """One transition of the run under its lock (`transitions`)."""
         return self._write(
             lambda conn: transitions.transition(
-                conn,
-                self._dialect,
-                project,
-                run_id,
-                decide,
-                now=now,
-                lease_id=lease_id,
-                skip_locked=skip_locked,
+                conn, self._dialect, project, run_id, decide, now=now, skip_locked=skip_locked
+            )
+        )
+
+    def lease_transition(
+        self,
+        project: str,
+        lease_id: str,
+        decide: Callable[[RunSnapshot], tuple[RunChanges, T]],
+        *,
+        now: int,
+    ) -> T | None:
+        """One transition of the run a lease belongs to (`transitions`)."""
+        return self._write(
+            lambda conn: transitions.lease_transition(
+                conn, self._dialect, project, lease_id, decide, now=now
             )
         )
 
@@ -383,11 +390,6 @@ class SqlRunStore(SqlStore):
     def sent_spans(self, outbox_ids: Sequence[str]) -> None:
         """Forget spans ingest has."""
         self._write(lambda conn: transitions.sent_spans(conn, outbox_ids))
-
-    def lease_run(self, project: str, lease_id: str) -> str | None:
-        """The run a lease belongs to."""
-        with read_connection(self._engine) as conn:
-            return transitions.lease_run(conn, project, lease_id)
 
     def run_detail(self, project: str, run_id: str) -> RunDetailRecord | None:
         """The run with its attempts, timers and waits, or None."""

@@ -41,7 +41,7 @@ from mcpd.storage.run_records import (
     TimerRow,
     WaitRow,
 )
-from mcpd.storage.sql.dialect import SqlDialect, insert_ignore
+from mcpd.storage.sql.dialect import SqlDialect, insert_ignore, upsert
 from mcpd.storage.sql.schema.run import (
     idempotency_keys,
     leases,
@@ -61,7 +61,7 @@ __all__ = [
     "claimable",
     "due_timers",
     "first_transition",
-    "lease_run",
+    "lease_transition",
     "park_event",
     "queued_spans",
     "read_journal",
@@ -103,10 +103,7 @@ _JOURNAL_WAITS = (
     .where(_W.run_id == bindparam("p_run_id"))
     .order_by(_W.step_key)
 )
-_LEASE = select(*[c for c in leases.c if c.name != "project"]).where(
-    _L.lease_id == bindparam("p_lease_id"), _L.run_id == bindparam("p_run_id")
-)
-_LEASE_RUN = select(_L.run_id).where(
+_LEASE_OF_PROJECT = select(*[c for c in leases.c if c.name != "project"]).where(
     _L.project == bindparam("p_project"), _L.lease_id == bindparam("p_lease_id")
 )
 _UPDATE_RUN = update(runs).where(_R.run_id == bindparam("p_run_id"))
@@ -126,6 +123,7 @@ _DELETE_TIMER = delete(timers).where(
 _DELETE_WAIT = delete(waits).where(
     _W.run_id == bindparam("p_run_id"), _W.step_key == bindparam("p_step_key")
 )
+_SET_TIMER = {dialect: upsert(timers, dialect, ("attempt", "due_at")) for dialect in SqlDialect}
 _LEASE_OUTCOME = update(leases).where(_L.lease_id == bindparam("p_lease_id"))
 _TREE_TOTALS = select(
     func.coalesce(func.sum(_R.steps_used), 0), func.coalesce(func.sum(_R.cost_usd), 0)
@@ -168,24 +166,64 @@ def transition(
     decide: Decide[T],
     *,
     now: int,
-    lease_id: str | None = None,
     skip_locked: bool = False,
 ) -> T | None:
-    """Lock the run's tree (its root's row, then its own), read its snapshot, apply what
-    `decide` answers and return the rest of its answer; None (deciding nothing) when the run
-    does not exist or, with `skip_locked`, another transaction holds the tree."""
+    """Lock the run's tree, read its snapshot, apply what `decide` answers and return the rest
+    of its answer; None (deciding nothing) when the run does not exist or, with `skip_locked`,
+    another transaction holds the tree."""
+    locked = _lock_tree(conn, dialect, project, run_id, skip_locked=skip_locked)
+    if locked is None:
+        return None
+    tree = _RunTree(conn, dialect, project)
+    changes, answer = decide(tree.snapshot_of(locked, None))
+    apply_changes(conn, dialect, project, run_id, changes, now=now)
+    return answer
+
+
+def lease_transition(
+    conn: Connection,
+    dialect: SqlDialect,
+    project: str,
+    lease_id: str,
+    decide: Decide[T],
+    *,
+    now: int,
+) -> T | None:
+    """`transition` of the run the project's lease `lease_id` belongs to, with the lease in the
+    snapshot; None when there is no such lease."""
+    where = {"p_project": project, "p_lease_id": lease_id}
+    found = conn.execute(_LEASE_OF_PROJECT, where).mappings().first()
+    if found is None:
+        return None
+    run_id = found["run_id"]
+    locked = _lock_tree(conn, dialect, project, run_id, skip_locked=False)
+    if locked is None:
+        return None
+    lease = cast(LeaseRow, dict(found))
+    if dialect is SqlDialect.POSTGRES:
+        # Read before the lock, its outcome may be stale: another call of this lease may have
+        # landed in between. SQLite's single writer has let none in since.
+        again = conn.execute(_LEASE_OF_PROJECT, where).mappings().one()
+        lease = cast(LeaseRow, dict(again))
+    tree = _RunTree(conn, dialect, project)
+    changes, answer = decide(tree.snapshot_of(locked, lease))
+    apply_changes(conn, dialect, project, run_id, changes, now=now)
+    return answer
+
+
+def _lock_tree(
+    conn: Connection, dialect: SqlDialect, project: str, run_id: str, *, skip_locked: bool
+) -> RunRow | None:
+    """The run's row, its tree locked: on PostgreSQL the root's row first, then its own; on
+    SQLite the transaction's write lock holds every row already."""
+    if dialect is SqlDialect.SQLITE:
+        return _lock(conn, project, run_id, skip_locked=skip_locked)
     root = conn.execute(_ROOT_OF, {"p_project": project, "p_run_id": run_id}).scalar_one_or_none()
     if root is None:
         return None
     if root != run_id and _lock(conn, project, str(root), skip_locked=skip_locked) is None:
         return None
-    locked = _lock(conn, project, run_id, skip_locked=skip_locked)
-    if locked is None:
-        return None
-    tree = _RunTree(conn, dialect, project)
-    changes, answer = decide(tree.snapshot_of(locked, lease_id))
-    apply_changes(conn, dialect, project, run_id, changes, now=now)
-    return answer
+    return _lock(conn, project, run_id, skip_locked=skip_locked)
 
 
 def _lock(conn: Connection, project: str, run_id: str, *, skip_locked: bool) -> RunRow | None:
@@ -251,14 +289,8 @@ class _RunTree:
             run=run, attempts=[], timers=[], waits=[], wait_keys=self._keys, tree=self
         )
 
-    def snapshot_of(self, run: RunRow, lease_id: str | None) -> RunSnapshot:
-        conn, run_id = self._conn, run["run_id"]
-        attempts, held, open_waits = read_journal(conn, run_id)
-        lease = None
-        if lease_id is not None:
-            where = {"p_lease_id": lease_id, "p_run_id": run_id}
-            row = conn.execute(_LEASE, where).mappings().first()
-            lease = None if row is None else cast(LeaseRow, dict(row))
+    def snapshot_of(self, run: RunRow, lease: LeaseRow | None) -> RunSnapshot:
+        attempts, held, open_waits = read_journal(self._conn, run["run_id"])
         return RunSnapshot(
             run=run,
             attempts=attempts,
@@ -293,15 +325,19 @@ def apply_changes(
     if changes.drop_timers_and_waits:
         conn.execute(_DROP_TIMERS, on_run)
         conn.execute(_DROP_WAITS, on_run)
-    replaced = [(row["kind"], row["step_key"]) for row in changes.timers_set]
-    unset = [*changes.timers_cleared, *replaced]
-    if unset:
+    if changes.timers_cleared:
         conn.execute(
             _DELETE_TIMER,
-            [{**on_run, "p_kind": kind, "p_step_key": step_key} for kind, step_key in unset],
+            [
+                {**on_run, "p_kind": kind, "p_step_key": step_key}
+                for kind, step_key in changes.timers_cleared
+            ],
         )
     if changes.timers_set:
-        conn.execute(insert(timers), [{"project": project, **row} for row in changes.timers_set])
+        # A timer set replaces the run's timer of its kind and step, if there is one.
+        conn.execute(
+            _SET_TIMER[dialect], [{"project": project, **row} for row in changes.timers_set]
+        )
     if changes.waits_closed:
         conn.execute(
             _DELETE_WAIT, [{**on_run, "p_step_key": step_key} for step_key in changes.waits_closed]
@@ -427,13 +463,6 @@ def due_timers(conn: Connection, *, now: int, limit: int) -> list[tuple[str, Tim
         project = fields.pop("project")
         found.append((project, cast(TimerRow, fields)))
     return found
-
-
-def lease_run(conn: Connection, project: str, lease_id: str) -> str | None:
-    """The run of the project's lease `lease_id`, or None."""
-    where = {"p_project": project, "p_lease_id": lease_id}
-    found = conn.execute(_LEASE_RUN, where).scalar_one_or_none()
-    return None if found is None else str(found)
 
 
 def take_key(
