@@ -3,7 +3,6 @@ answering at once. `python -m bench.orchestrator.worker TARGET WORKER_ID CONCURR
 
 from __future__ import annotations
 
-import signal
 import sys
 from typing import Any
 
@@ -24,8 +23,7 @@ def main(argv: list[str]) -> int:
             concurrency=concurrency,
             wait_ms=2000,
         )
-        signal.signal(signal.SIGTERM, lambda *_: worker.stop())
-        worker.run()
+        worker.run_until_signalled()
     return 0
 
 

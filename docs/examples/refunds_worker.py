@@ -16,7 +16,6 @@ the steps held finish first.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 from typing import Any
 
@@ -83,10 +82,8 @@ def main() -> None:
         handlers={"classify": classify, "refund/issue": issue, "refund/notify": notify},
         definitions=definitions_of([("refunds", REFUNDS)]),
     )
-    signal.signal(signal.SIGTERM, lambda *_: worker.stop())
-    signal.signal(signal.SIGINT, lambda *_: worker.stop())
     with client:
-        worker.run()
+        worker.run_until_signalled()  # SIGTERM or SIGINT: held steps finish first
 
 
 if __name__ == "__main__":

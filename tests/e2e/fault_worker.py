@@ -7,7 +7,6 @@ ran) with the SDK's Worker until SIGTERM."""
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -42,8 +41,7 @@ def main(argv: list[str]) -> int:
             concurrency=4,
             wait_ms=1000,
         )
-        signal.signal(signal.SIGTERM, lambda *_: worker.stop())
-        worker.run()
+        worker.run_until_signalled()
     return 0
 
 

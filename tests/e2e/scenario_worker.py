@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -407,8 +406,7 @@ def main(argv: list[str]) -> int:
             concurrency=8,
             wait_ms=1000,
         )
-        signal.signal(signal.SIGTERM, lambda *_: worker.stop())
-        worker.run()
+        worker.run_until_signalled()
     return 0
 
 

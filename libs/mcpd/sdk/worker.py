@@ -20,6 +20,7 @@ nests under the step.
 from __future__ import annotations
 
 import logging
+import signal
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -131,6 +132,16 @@ class Worker:
     def stop(self) -> None:
         """Stop claiming; `run` returns once the held steps are reported."""
         self._stop.set()
+
+    def run_until_signalled(
+        self, signals: Sequence[signal.Signals] = (signal.SIGTERM, signal.SIGINT)
+    ) -> None:
+        """`run` until one of `signals` arrives (what Kubernetes and a terminal send), then stop
+        gracefully: the steps held are finished and reported first. From the main thread only,
+        as Python handles signals there."""
+        for number in signals:
+            signal.signal(number, lambda *_: self.stop())
+        self.run()
 
     def run(self) -> None:
         """Register, then claim and serve steps until `stop()`."""
