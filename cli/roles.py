@@ -77,6 +77,7 @@ def peer_address(settings: Settings, role: str) -> str:
 
 
 ORCHESTRATOR_SERVICE = "mcpd.orchestrator.v1.OrchestratorService"
+QUERY_SERVICE = "mcpd.query.v1.QueryService"
 INGEST_SERVICE = "mcpd.ingest.v1.IngestService"
 
 
@@ -139,7 +140,12 @@ def registrations(
                     )
                 found += orchestrator.registrations()
             case "evaluation":
-                found += services.evaluation.registrations()
+                calls = service.metadata("evaluation")
+                found += services.evaluation.registrations(
+                    services.evaluation.QueryTraces(peers(QUERY_SERVICE), calls),
+                    services.evaluation.IngestScores(peers(INGEST_SERVICE), calls),
+                    clock=clock,
+                )
             case "intelligence":
                 found += services.intelligence.registrations()
             case "gateway":

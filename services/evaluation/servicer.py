@@ -1,11 +1,36 @@
-"""Scorers, datasets, experiments, monitors and SLOs."""
+"""Scorers, datasets, experiments, monitors and SLOs: the scorers and scoring passes so far."""
 
 from __future__ import annotations
 
-from mcpd.evaluation.v1 import evaluation_service_pb2_grpc
+from typing import Any
+
+import grpc
+
+from mcpd.evaluation.v1 import evaluation_service_pb2, evaluation_service_pb2_grpc
+from mcpd.model.v1 import evaluation_pb2
 from mcpd.runtime.servicers import pending_rpcs
+from services.evaluation.scorers import SCORERS, scorer_info
+from services.evaluation.scoring import Scoring
+
+Context = grpc.aio.ServicerContext[Any, Any]
 
 
 @pending_rpcs("the evaluation issue")
 class EvaluationServicer(evaluation_service_pb2_grpc.EvaluationServiceServicer):
-    """Every RPC answers UNIMPLEMENTED until the evaluation issue lands."""
+    """The scorers and scoring passes; every other RPC answers UNIMPLEMENTED until the rest of
+    the evaluation issue lands."""
+
+    def __init__(self, scoring: Scoring) -> None:
+        self._scoring = scoring
+
+    async def ListScorers(
+        self, request: evaluation_service_pb2.ListScorersRequest, context: Context
+    ) -> evaluation_service_pb2.ListScorersResponse:
+        return evaluation_service_pb2.ListScorersResponse(
+            scorers=[scorer_info(scorer) for scorer in SCORERS.values()]
+        )
+
+    async def RunScorers(
+        self, request: evaluation_pb2.ScoreRunRequest, context: Context
+    ) -> evaluation_pb2.ScoreRunResult:
+        return await self._scoring.run(request)

@@ -1,0 +1,116 @@
+"""The services a scoring pass calls, over gRPC with the service credential: the query service
+for the runs it scores (`QueryTraces`) and the ingest service for the scores (`IngestScores`).
+
+A failure between two services is not the caller's: it is logged and answered as Unavailable,
+so the caller retries (a pass's scores are idempotent)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TypeVar
+
+import grpc
+import grpc.aio
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from mcpd.ingest.v1.ingest_service_pb2_grpc import IngestServiceStub
+from mcpd.model.v1 import query_pb2, telemetry_pb2
+from mcpd.query.v1 import query_service_pb2
+from mcpd.query.v1.query_service_pb2_grpc import QueryServiceStub
+from mcpd.runtime.cursors import MAX_PAGE
+from mcpd.runtime.errors import Unavailable
+from mcpd.runtime.errors_grpc import rpc_failure_from
+
+__all__ = ["IngestScores", "QueryTraces"]
+
+log = logging.getLogger("mcpd.evaluation")
+CALL_TIMEOUT_S = 30.0
+_Request = TypeVar("_Request")
+_Response = TypeVar("_Response")
+
+
+class QueryTraces:
+    """`TraceReads` over the query service at `channel`, presenting `metadata`."""
+
+    def __init__(self, channel: grpc.aio.Channel, metadata: Sequence[tuple[str, str]]) -> None:
+        self._stub = QueryServiceStub(channel)
+        self._metadata = tuple(metadata)
+
+    async def newest(self, project: str, *, since: Timestamp | None, limit: int) -> list[str]:
+        found: list[str] = []
+        request = query_service_pb2.ListTracesRequest(project=project, order_by="-start_time")
+        if since is not None:
+            getattr(request, "from").CopyFrom(since)
+        while len(found) < limit:
+            request.limit = min(limit - len(found), MAX_PAGE)
+            page: query_pb2.TraceListResponse = await _call(
+                self._stub.ListTraces, request, self._metadata, "list the runs to score"
+            )
+            found += [trace.trace_id for trace in page.traces]
+            if not page.page.has_more:
+                break
+            request.cursor = page.page.next_cursor
+        return found[:limit]
+
+    async def detail(self, project: str, trace_id: str) -> query_pb2.TraceDetail | None:
+        request = query_service_pb2.GetTraceRequest(project=project, trace_id=trace_id)
+        try:
+            detail: query_pb2.TraceDetail = await self._stub.GetTrace(
+                request, metadata=self._metadata, timeout=CALL_TIMEOUT_S
+            )
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise _unavailable(error, "read a run to score") from None
+        return detail
+
+
+class IngestScores:
+    """`ScoreWrites` through the ingest service at `channel`, presenting `metadata`."""
+
+    def __init__(self, channel: grpc.aio.Channel, metadata: Sequence[tuple[str, str]]) -> None:
+        self._stub = IngestServiceStub(channel)
+        self._metadata = tuple(metadata)
+
+    async def write(self, scores: Sequence[telemetry_pb2.Score], *, ingest_key: str) -> int:
+        batch = telemetry_pb2.IngestBatch(scores=scores, ingest_key=ingest_key)
+        result: telemetry_pb2.IngestResult = await _call(
+            self._stub.Ingest, batch, self._metadata, "store the scores"
+        )
+        if result.errors:
+            first = result.errors[0]
+            log.error("ingest refused %d scores: %s", result.rejected, first.message)
+            raise Unavailable(
+                f"ingest refused {result.rejected} of the scores ({first.message}); none of "
+                "this pass's other scores is lost: run the pass again",
+                reason="SCORES_REFUSED",
+            )
+        return int(result.accepted + result.duplicate)
+
+
+async def _call(
+    method: grpc.aio.UnaryUnaryMultiCallable[_Request, _Response],
+    request: _Request,
+    metadata: tuple[tuple[str, str], ...],
+    what: str,
+) -> _Response:
+    try:
+        return await method(request, metadata=metadata, timeout=CALL_TIMEOUT_S)
+    except grpc.aio.AioRpcError as error:
+        raise _unavailable(error, what) from None
+
+
+def _unavailable(error: grpc.aio.AioRpcError, what: str) -> Unavailable:
+    failure = rpc_failure_from(error)
+    log.error(
+        "a scoring pass could not %s: %s: %s",
+        what,
+        failure.reason,
+        failure.message,
+        extra={"reason": failure.reason},
+    )
+    return Unavailable(
+        f"the scoring pass could not {what} ({failure.reason}); nothing was stored: run it again",
+        reason="SCORING_UNAVAILABLE",
+    )
