@@ -299,6 +299,8 @@ class ScorerDelta(_message.Message):
     CANDIDATE_N_FIELD_NUMBER: _builtins.int
     DELTA_FIELD_NUMBER: _builtins.int
     DECIDABLE_FIELD_NUMBER: _builtins.int
+    DELTA_SE_FIELD_NUMBER: _builtins.int
+    PAIRED_FIELD_NUMBER: _builtins.int
     scorer_id: _builtins.str
     """Which scorer."""
     baseline_mean: _builtins.float
@@ -316,6 +318,14 @@ class ScorerDelta(_message.Message):
     rather than a significance test: below twenty observations on either side, mcpd says the
     comparison is not decidable rather than dressing noise up as a finding.
     """
+    delta_se: _builtins.float
+    """The standard error of delta: over the items scored on both sides when there are at least two
+    (the standard deviation of the per-item differences over the square root of their count,
+    paired), else Welch's (the square root of each side's sample variance over its count,
+    summed). Absent when a side has fewer than two observations.
+    """
+    paired: _builtins.bool
+    """Whether delta_se is the paired one."""
     def __init__(
         self,
         *,
@@ -326,10 +336,12 @@ class ScorerDelta(_message.Message):
         candidate_n: _builtins.int = ...,
         delta: _builtins.float | None = ...,
         decidable: _builtins.bool = ...,
+        delta_se: _builtins.float | None = ...,
+        paired: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_baseline_mean", b"_baseline_mean", "_candidate_mean", b"_candidate_mean", "_delta", b"_delta", "baseline_mean", b"baseline_mean", "candidate_mean", b"candidate_mean", "delta", b"delta"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_baseline_mean", b"_baseline_mean", "_candidate_mean", b"_candidate_mean", "_delta", b"_delta", "_delta_se", b"_delta_se", "baseline_mean", b"baseline_mean", "candidate_mean", b"candidate_mean", "delta", b"delta", "delta_se", b"delta_se"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_baseline_mean", b"_baseline_mean", "_candidate_mean", b"_candidate_mean", "_delta", b"_delta", "baseline_mean", b"baseline_mean", "baseline_n", b"baseline_n", "candidate_mean", b"candidate_mean", "candidate_n", b"candidate_n", "decidable", b"decidable", "delta", b"delta", "scorer_id", b"scorer_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_baseline_mean", b"_baseline_mean", "_candidate_mean", b"_candidate_mean", "_delta", b"_delta", "_delta_se", b"_delta_se", "baseline_mean", b"baseline_mean", "baseline_n", b"baseline_n", "candidate_mean", b"candidate_mean", "candidate_n", b"candidate_n", "decidable", b"decidable", "delta", b"delta", "delta_se", b"delta_se", "paired", b"paired", "scorer_id", b"scorer_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__baseline_mean: _TypeAlias = _typing.Literal["baseline_mean"]  # noqa: Y015
     _WhichOneofArgType__baseline_mean: _TypeAlias = _typing.Literal["_baseline_mean", b"_baseline_mean"]  # noqa: Y015
@@ -337,12 +349,16 @@ class ScorerDelta(_message.Message):
     _WhichOneofArgType__candidate_mean: _TypeAlias = _typing.Literal["_candidate_mean", b"_candidate_mean"]  # noqa: Y015
     _WhichOneofReturnType__delta: _TypeAlias = _typing.Literal["delta"]  # noqa: Y015
     _WhichOneofArgType__delta: _TypeAlias = _typing.Literal["_delta", b"_delta"]  # noqa: Y015
+    _WhichOneofReturnType__delta_se: _TypeAlias = _typing.Literal["delta_se"]  # noqa: Y015
+    _WhichOneofArgType__delta_se: _TypeAlias = _typing.Literal["_delta_se", b"_delta_se"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__baseline_mean) -> _WhichOneofReturnType__baseline_mean | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__candidate_mean) -> _WhichOneofReturnType__candidate_mean | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__delta) -> _WhichOneofReturnType__delta | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__delta_se) -> _WhichOneofReturnType__delta_se | None: ...
 
 Global___ScorerDelta: _TypeAlias = ScorerDelta  # noqa: Y015
 
