@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench import capabilities_roundtrip, startup
+from bench import capabilities_roundtrip, evaluation, startup
 from bench.config import Benchmark
 from bench.ingest import run as ingest
 from bench.ingest import stages as ingest_stages
@@ -22,5 +22,6 @@ BENCHMARKS: dict[str, Benchmark] = {
         overload.BENCHMARK,
         orchestrator.BENCHMARK,
         orchestrator_stages.BENCHMARK,
+        evaluation.BENCHMARK,
     )
 }
