@@ -30,4 +30,4 @@ def test_the_corpus_is_what_the_scorers_are_asked_about() -> None:
 
 def test_the_bench_is_registered() -> None:
     assert BENCHMARKS[evaluation.NAME].description == evaluation.DESCRIPTION
-    assert evaluation.SCORERS == list(SCORERS)  # every deterministic scorer
+    assert list(SCORERS) == evaluation.SCORERS  # every deterministic scorer
