@@ -40,6 +40,10 @@ def _begins(engine: Engine) -> list[str]:
     return seen
 
 
+def _pending(group: GroupCommit, count: int) -> None:
+    assert group.pending() == count
+
+
 def _stored(engine: Engine) -> list[int]:
     with engine.connect() as conn:
         return sorted(row.n for row in conn.execute(select(numbers.c.n)))
@@ -68,7 +72,7 @@ def test_callers_waiting_behind_a_transaction_share_the_next_one(engine: Engine)
         leading = pool.submit(group.run, first)
         assert inside.wait(10)
         followers = [pool.submit(group.run, _put(n)) for n in range(1, 5)]
-        eventually(lambda: group.pending() == 4 or None, timeout=10, interval=0.01)
+        eventually(lambda: _pending(group, 4), timeout=10, interval=0.01)
         assert not any(future.done() for future in followers)
         go.set()
         assert leading.result(10) == "first"
@@ -97,11 +101,11 @@ def test_a_failing_piece_is_rolled_back_alone_and_its_caller_gets_the_error(
         held = pool.submit(group.run, hold)
         assert inside.wait(10)
         before = pool.submit(group.run, _put(1))
-        eventually(lambda: group.pending() == 1 or None, timeout=10, interval=0.01)
+        eventually(lambda: _pending(group, 1), timeout=10, interval=0.01)
         failing = pool.submit(group.run, broken)
-        eventually(lambda: group.pending() == 2 or None, timeout=10, interval=0.01)
+        eventually(lambda: _pending(group, 2), timeout=10, interval=0.01)
         after = pool.submit(group.run, _put(2))
-        eventually(lambda: group.pending() == 3 or None, timeout=10, interval=0.01)
+        eventually(lambda: _pending(group, 3), timeout=10, interval=0.01)
         go.set()
         held.result(10)
         with pytest.raises(ValueError, match="no"):
