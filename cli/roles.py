@@ -145,6 +145,8 @@ def registrations(
                     services.evaluation.QueryTraces(peers(QUERY_SERVICE), calls),
                     services.evaluation.IngestScores(peers(INGEST_SERVICE), calls),
                     clock=clock,
+                    judge=settings.evaluation,
+                    prices=stores.control,
                 )
             case "intelligence":
                 found += services.intelligence.registrations()

@@ -54,9 +54,16 @@ from mcpd.signals.messages import python_of
 
 __all__ = [
     "SCORERS",
+    "CannotScoreError",
     "Declined",
+    "Described",
     "Scorer",
     "Verdict",
+    "as_text",
+    "decline",
+    "quoted_text",
+    "root_span",
+    "run_answer",
     "scorer_info",
     "without_config",
 ]
@@ -80,13 +87,17 @@ _NS_PER_MS = 1_000_000
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """A scorer's answer on one run."""
+    """A scorer's answer on one run. `cost` is what producing it cost (a judge's call), and
+    `metadata` what else the score records about how it was produced (the judge's model); the
+    deterministic scorers set neither."""
 
     value: float
     min: float
     max: float
     label: str
     reason: str
+    cost: telemetry_pb2.Cost | None = None
+    metadata: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         if not self.reason:
@@ -106,13 +117,17 @@ class Declined:
             raise ValueError("a declined scorer needs a reason")
 
 
-class Scorer(Protocol):
-    """One deterministic scorer."""
+class Described(Protocol):
+    """A scorer as ListScorers describes it, deterministic or judged."""
 
     id: str
     version: str
     description: str
     needs_config: bool
+
+
+class Scorer(Described, Protocol):
+    """One deterministic scorer."""
 
     def score(
         self, detail: query_pb2.TraceDetail, config: evaluation_pb2.ScorerConfig
@@ -122,12 +137,13 @@ class Scorer(Protocol):
 _Judge = Callable[[query_pb2.TraceDetail, evaluation_pb2.ScorerConfig], Verdict]
 
 
-class _CannotScoreError(Exception):
+class CannotScoreError(Exception):
     """Raised by a judge, anywhere below it, that cannot answer; `score` turns it into Declined."""
 
 
-def _decline(reason: str) -> NoReturn:
-    raise _CannotScoreError(reason)
+def decline(reason: str) -> NoReturn:
+    """Stop judging this run: the scorer declines with `reason`."""
+    raise CannotScoreError(reason)
 
 
 class _Deterministic:
@@ -147,7 +163,7 @@ class _Deterministic:
     ) -> Verdict | Declined:
         try:
             return self._judge(detail, config)
-        except _CannotScoreError as declined:
+        except CannotScoreError as declined:
             return Declined(str(declined))
 
     def __repr__(self) -> str:
@@ -165,8 +181,9 @@ def _figure(number: float) -> str:
     return f"{number:.10g}"
 
 
-def _quoted(text: str) -> str:
-    # One line, bounded: a reason is a sentence, and an answer can be a page.
+def quoted_text(text: str) -> str:
+    """`text` quoted for a reason: one line, bounded (a reason is a sentence, an answer can be
+    a page)."""
     flat = " ".join(text.split())
     if len(flat) > _PREVIEW_CHARS:
         flat = flat[:_PREVIEW_CHARS] + "…"
@@ -181,7 +198,8 @@ def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A JSON value as text: a string as is, anything else as canonical JSON."""
     return value if isinstance(value, str) else _canonical(value)
 
 
@@ -189,7 +207,8 @@ def _given(text: str, present: bool) -> str | None:
     return text if present and text else None
 
 
-def _root(detail: query_pb2.TraceDetail) -> telemetry_pb2.Span | None:
+def root_span(detail: query_pb2.TraceDetail) -> telemetry_pb2.Span | None:
+    """The span the trace names its root, else the first span marked root, else None."""
     trace = detail.trace
     if trace.HasField("root_span_id"):
         named = next((s for s in detail.spans if s.span_id == trace.root_span_id), None)
@@ -198,21 +217,22 @@ def _root(detail: query_pb2.TraceDetail) -> telemetry_pb2.Span | None:
     return next((s for s in detail.spans if s.is_root), None)
 
 
-def _answer(detail: query_pb2.TraceDetail) -> Any:
-    root = _root(detail)
+def run_answer(detail: query_pb2.TraceDetail) -> Any:
+    """The run's answer, its root span's output as JSON; declines when there is none."""
+    root = root_span(detail)
     if root is None:
-        _decline("the run has no root span, so no output to judge")
+        decline("the run has no root span, so no output to judge")
     # An empty Value (no kind set) is as good as no output: python_of would call it null.
     if not root.HasField("output") or root.output.WhichOneof("kind") is None:
-        _decline(f"the run's root span {_quoted(root.name)} has no output to judge")
+        decline(f"the run's root span {quoted_text(root.name)} has no output to judge")
     return python_of(root.output)
 
 
 def _budget(value: float | None, field: str, unit: str) -> float:
     if value is None:
-        _decline(f"no {field} was given: this scorer needs a budget in {unit}")
+        decline(f"no {field} was given: this scorer needs a budget in {unit}")
     if not value >= 0:  # written so NaN is refused too
-        _decline(f"{field} must be zero or more, not {_figure(value)}")
+        decline(f"{field} must be zero or more, not {_figure(value)}")
     return value
 
 
@@ -252,13 +272,13 @@ def _comparable(side: Any, fold: bool) -> str:
 
 def _exact_match(detail: query_pb2.TraceDetail, config: evaluation_pb2.ScorerConfig) -> Verdict:
     if not config.HasField("expected"):
-        _decline("no expected answer was given (config.expected)")
-    answer = _answer(detail)
+        decline("no expected answer was given (config.expected)")
+    answer = run_answer(detail)
     fold = not config.case_sensitive
     got, want = _comparable(answer, fold), _comparable(config.expected, fold)
     how = "" if config.case_sensitive else ", ignoring case"
-    shown = _quoted(_comparable(answer, False))
-    expected = _quoted(_comparable(config.expected, False))
+    shown = quoted_text(_comparable(answer, False))
+    expected = quoted_text(_comparable(config.expected, False))
     verb = "matches" if got == want else "does not match"
     reason = f"the answer {shown} {verb} the expected answer {expected}{how}"
     return _binary(got == want, ("match", "mismatch"), reason)
@@ -267,12 +287,12 @@ def _exact_match(detail: query_pb2.TraceDetail, config: evaluation_pb2.ScorerCon
 def _contains(detail: query_pb2.TraceDetail, config: evaluation_pb2.ScorerConfig) -> Verdict:
     needle = _given(config.needle, config.HasField("needle"))
     if needle is None:
-        _decline("no needle was given (config.needle): nothing to look for in the answer")
-    text = _text(_answer(detail))
+        decline("no needle was given (config.needle): nothing to look for in the answer")
+    text = as_text(run_answer(detail))
     found = needle in text if config.case_sensitive else needle.casefold() in text.casefold()
     how = "" if config.case_sensitive else ", ignoring case"
     verb = "contains" if found else "does not contain"
-    reason = f"the answer {_quoted(text)} {verb} {_quoted(needle)}{how}"
+    reason = f"the answer {quoted_text(text)} {verb} {quoted_text(needle)}{how}"
     return _binary(found, ("pass", "fail"), reason)
 
 
@@ -283,7 +303,7 @@ def _latency_budget(detail: query_pb2.TraceDetail, config: evaluation_pb2.Scorer
     max_ms = _budget(config.max_ms if config.HasField("max_ms") else None, "max_ms", "ms")
     trace = detail.trace
     if not trace.HasField("duration_ns") or not trace.is_complete:
-        _decline("the run has not ended, so its duration is not known yet")
+        decline("the run has not ended, so its duration is not known yet")
     took = trace.duration_ns / _NS_PER_MS
     within = took <= max_ms
     verb = "within" if within else "over"
@@ -297,7 +317,7 @@ def _cost_budget(detail: query_pb2.TraceDetail, config: evaluation_pb2.ScorerCon
     )
     trace = detail.trace
     if not trace.HasField("cost") or not trace.cost.HasField("total_cost"):
-        _decline("the run's cost is unknown")
+        decline("the run's cost is unknown")
     cost = trace.cost.total_cost
     unit = f" {trace.cost.currency}" if trace.cost.currency else ""
     within = cost <= max_cost
@@ -308,7 +328,7 @@ def _cost_budget(detail: query_pb2.TraceDetail, config: evaluation_pb2.ScorerCon
 
 def _tool_efficiency(detail: query_pb2.TraceDetail, config: evaluation_pb2.ScorerConfig) -> Verdict:
     if not config.HasField("max_tool_calls"):
-        _decline("no max_tool_calls was given: this scorer needs a budget of tool calls")
+        decline("no max_tool_calls was given: this scorer needs a budget of tool calls")
     budget = config.max_tool_calls
     calls = detail.trace.tool_count
     within = calls <= budget
@@ -326,7 +346,7 @@ def _looked_for(kind: int | None, name: str | None) -> str:
     if kind is not None:
         parts.append(f"kind {_SPAN_KIND.by_number[kind]}")
     if name is not None:
-        parts.append(f"name {_quoted(name)}")
+        parts.append(f"name {quoted_text(name)}")
     return " and ".join(parts)
 
 
@@ -334,9 +354,9 @@ def _span_present(detail: query_pb2.TraceDetail, config: evaluation_pb2.ScorerCo
     kind = config.span_kind if config.HasField("span_kind") else None
     name = _given(config.span_name, config.HasField("span_name"))
     if kind is None and name is None:
-        _decline("neither span_kind nor span_name was given: nothing to look for")
+        decline("neither span_kind nor span_name was given: nothing to look for")
     if kind is not None and kind not in _SPAN_KIND.by_number:
-        _decline(f"span_kind {kind} is not a span kind")
+        decline(f"span_kind {kind} is not a span kind")
     spans = detail.spans
     found = sum(
         1
@@ -355,7 +375,7 @@ def _status_name(status: int) -> str:
 
 def _failures(spans: Sequence[telemetry_pb2.Span]) -> str:
     distinct = list(dict.fromkeys((span.name, _status_name(span.status)) for span in spans))
-    shown = [f"{_quoted(name)} ({status})" for name, status in distinct[:_MAX_NAMED_FAILURES]]
+    shown = [f"{quoted_text(name)} ({status})" for name, status in distinct[:_MAX_NAMED_FAILURES]]
     more = len(distinct) - len(shown)
     return ", ".join(shown) + (f" and {more} more" if more else "")
 
@@ -366,11 +386,11 @@ def _tool_succeeded(detail: query_pb2.TraceDetail, config: evaluation_pb2.Scorer
     if name is not None:
         tools = [span for span in tools if span.name == name]
         if not tools:
-            return _binary(False, ("pass", "fail"), f"no tool call named {_quoted(name)} ran")
+            return _binary(False, ("pass", "fail"), f"no tool call named {quoted_text(name)} ran")
     elif not tools:
-        _decline("the run made no tool call")
+        decline("the run made no tool call")
     failed = [span for span in tools if span.status != enums_pb2.SPAN_STATUS_OK]
-    target = _quoted(name) if name is not None else "tools"
+    target = quoted_text(name) if name is not None else "tools"
     calls = f"{len(tools)} {'call' if len(tools) == 1 else 'calls'} to {target}"
     if not failed:
         return _binary(True, ("pass", "fail"), f"{len(tools)} of {calls} ended ok")
@@ -425,7 +445,7 @@ SCORERS: Mapping[str, Scorer] = MappingProxyType(
 )
 
 
-def scorer_info(scorer: Scorer) -> evaluation_pb2.ScorerInfo:
+def scorer_info(scorer: Described) -> evaluation_pb2.ScorerInfo:
     """How `scorer` is described to a caller."""
     return evaluation_pb2.ScorerInfo(
         id=scorer.id, description=scorer.description, needs_config=scorer.needs_config

@@ -9,7 +9,7 @@ import grpc
 from mcpd.evaluation.v1 import evaluation_service_pb2, evaluation_service_pb2_grpc
 from mcpd.model.v1 import evaluation_pb2
 from mcpd.runtime.servicers import pending_rpcs
-from services.evaluation.scorers import SCORERS, scorer_info
+from services.evaluation.scorers import scorer_info
 from services.evaluation.scoring import Scoring
 
 Context = grpc.aio.ServicerContext[Any, Any]
@@ -27,10 +27,10 @@ class EvaluationServicer(evaluation_service_pb2_grpc.EvaluationServiceServicer):
         self, request: evaluation_service_pb2.ListScorersRequest, context: Context
     ) -> evaluation_service_pb2.ListScorersResponse:
         return evaluation_service_pb2.ListScorersResponse(
-            scorers=[scorer_info(scorer) for scorer in SCORERS.values()]
+            scorers=[scorer_info(scorer) for scorer in self._scoring.scorers.values()]
         )
 
     async def RunScorers(
         self, request: evaluation_pb2.ScoreRunRequest, context: Context
     ) -> evaluation_pb2.ScoreRunResult:
-        return await self._scoring.run(request)
+        return await self._scoring.run(request, time_left=context.time_remaining())

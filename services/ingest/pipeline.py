@@ -25,10 +25,11 @@ import asyncio
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeAlias
 
 from mcpd.auth.policy import resolve_project
-from mcpd.auth.principal import Principal, current_principal
+from mcpd.auth.principal import Principal, PrincipalKind, current_principal
 from mcpd.model.v1 import enums_pb2, telemetry_pb2
 from mcpd.runtime.clock import Clock, epoch_nanos
 from mcpd.runtime.errors import McpdError
@@ -120,11 +121,12 @@ class IngestPipeline:
         now = _nanos(self._clock)
         batch = SignalBatch(key_project="", ingest_key=incoming.ingest_key, received_at=now)
         prepared = Prepared(batch, list(incoming.refused))
+        score = partial(self._score, from_service=principal.kind is PrincipalKind.SERVICE)
         steps: list[tuple[Signal, list[tuple[int, Any]], Handler]] = [
             (enums_pb2.SIGNAL_TYPE_SPAN, incoming.spans, self._span),
             (enums_pb2.SIGNAL_TYPE_LOG, list(incoming.logs), self._log),
             (enums_pb2.SIGNAL_TYPE_METRIC, list(incoming.metrics), self._metric),
-            (enums_pb2.SIGNAL_TYPE_SCORE, list(incoming.scores), self._score),
+            (enums_pb2.SIGNAL_TYPE_SCORE, list(incoming.scores), score),
             (enums_pb2.SIGNAL_TYPE_FEEDBACK, list(incoming.feedback), self._feedback),
             (enums_pb2.SIGNAL_TYPE_ASPECT_NOTE, list(incoming.aspect_notes), self._note),
         ]
@@ -187,8 +189,10 @@ class IngestPipeline:
         row["received_at"] = batch.received_at
         batch.metrics.append(row)
 
-    def _score(self, batch: SignalBatch, policy: ProjectPolicy, row: Any) -> None:
-        validation.check_score(row)
+    def _score(
+        self, batch: SignalBatch, policy: ProjectPolicy, row: Any, *, from_service: bool = False
+    ) -> None:
+        validation.check_score(row, from_service=from_service)
         policy.redact("score", row)
         self._limits.fit_score(row)
         policy.price(row)

@@ -190,7 +190,7 @@ def check_span(row: SpanRow) -> None:
         _check_cost(row)
 
 
-def _check_cost(row: SpanRow | ScoreRow) -> None:
+def _check_cost(row: SpanRow | ScoreRow, *, keep_estimate: bool = False) -> None:
     total = row.get("total_cost")
     if total is None:
         return
@@ -201,8 +201,10 @@ def _check_cost(row: SpanRow | ScoreRow) -> None:
         "cost.currency",
         "cost.currency is required when cost is set",
     )
-    # A cost the producer sends is the producer's figure, never an estimate.
-    row["cost_is_estimated"] = False
+    # A cost the producer sends is the producer's figure, never an estimate, unless an mcpd
+    # service priced it from the price book as ingest would have (`keep_estimate`).
+    if not keep_estimate:
+        row["cost_is_estimated"] = False
 
 
 _LEVELS = ("trace", "debug", "info", "warn", "error", "fatal")
@@ -262,8 +264,10 @@ def _check_label(key: str, value: Any, label_values_seen: Callable[[str], int]) 
     )
 
 
-def check_score(row: ScoreRow) -> None:
-    """A storable score: it names its target, scorer and value."""
+def check_score(row: ScoreRow, *, from_service: bool = False) -> None:
+    """A storable score: it names its target, scorer and value. A cost sent by an mcpd service
+    (`from_service`: the evaluation service pricing its judge's calls) keeps its `is_estimated`;
+    any other producer's cost is its own figure."""
     _identifier(row.get("score_id"), "score_id")
     row["trace_id"] = _trace_id(row.get("trace_id"), "trace_id", required=True)
     row["span_id"] = _span_id(row.get("span_id"), "span_id", required=False)
@@ -274,7 +278,7 @@ def check_score(row: ScoreRow) -> None:
     if low is not None and high is not None:
         _require(low <= high, "min", "min must not be greater than max")
     _time(row.get("timestamp"), "timestamp")
-    _check_cost(row)
+    _check_cost(row, keep_estimate=from_service)
 
 
 _THUMBS = ("up", "down")

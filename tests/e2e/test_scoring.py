@@ -165,6 +165,7 @@ def test_the_scorers_are_listed(daemon: DaemonProcess) -> None:
         "cost_budget": True,
         "exact_match": True,
         "latency_budget": True,
+        "llm_judge": True,
         "span_present": True,
         "tool_efficiency": True,
         "tool_succeeded": False,

@@ -224,6 +224,30 @@ class OrchestratorSettings:
     lease_ttl_ms: int = 30_000
 
 
+# How many judge calls one scoring pass may make at once, at most.
+MAX_JUDGE_CONCURRENCY = 32
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class EvaluationSettings:
+    """`[evaluation]`: the judge of the judged scorer, `llm_judge`.
+
+    `judge_url` is the base URL of an OpenAI-compatible API (the scorer POSTs to
+    `{judge_url}/chat/completions`) and `judge_model` the model it asks; with neither set no judge
+    is configured and `llm_judge` declines. `judge_key_file` holds the API key, sent as a bearer
+    token; it is read at start and kept out of settings, logs and `mcpd config show` (local
+    servers need none). `judge_timeout_s` bounds one judge call; `judge_concurrency` is how many
+    calls one scoring pass makes at once. Together they cap the runs a judged pass takes: as many
+    as fit in the request's deadline (docs/evaluation.md).
+    """
+
+    judge_url: str | None = None
+    judge_model: str | None = None
+    judge_key_file: Path | None = None
+    judge_timeout_s: float = 30.0
+    judge_concurrency: int = 4
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     """The effective configuration of one mcpd process.
@@ -253,6 +277,7 @@ class Settings:
     ingest: IngestSettings = dataclasses.field(default_factory=IngestSettings)
     retention: RetentionSettings = dataclasses.field(default_factory=RetentionSettings)
     orchestrator: OrchestratorSettings = dataclasses.field(default_factory=OrchestratorSettings)
+    evaluation: EvaluationSettings = dataclasses.field(default_factory=EvaluationSettings)
 
     def __post_init__(self) -> None:
         for name in PEER_ADDRESS_KEYS:
@@ -279,6 +304,7 @@ _SECTIONS: Mapping[str, type] = {
     "ingest": IngestSettings,
     "retention": RetentionSettings,
     "orchestrator": OrchestratorSettings,
+    "evaluation": EvaluationSettings,
 }
 
 
@@ -459,6 +485,7 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
             "orchestrator.lease_ttl_ms",
             f"must be from {MIN_LEASE_TTL_MS} to {MAX_LEASE_TTL_MS} milliseconds",
         )
+    _validate_evaluation(settings.evaluation, fail)
     for name, url, schemes in (
         ("postgres_url", storage.postgres_url, _POSTGRES_SCHEMES),
         ("clickhouse_url", storage.clickhouse_url, _CLICKHOUSE_SCHEMES),
@@ -499,6 +526,35 @@ def _validate_ingest(ingest: IngestSettings, fail: Callable[[str, str], InvalidA
     for key in ("max_record_attributes", "max_span_events", "max_span_links"):
         if getattr(ingest, key) < 0:
             raise fail(f"ingest.{key}", "must be a number of items, 0 or more")
+
+
+_JUDGE_SCHEMES = frozenset({"http", "https"})
+
+
+def _validate_evaluation(
+    evaluation: EvaluationSettings, fail: Callable[[str, str], InvalidArgument]
+) -> None:
+    url, model = evaluation.judge_url, evaluation.judge_model
+    if url is not None:
+        problem = values.url_problem(url, _JUDGE_SCHEMES)
+        if problem is not None:
+            raise fail("evaluation.judge_url", f"{problem}, got {redact_url(url)!r}")
+    if model is not None and not model.strip():
+        raise fail("evaluation.judge_model", "must not be blank")
+    # Half a judge is a mistake, not a choice: say which half is missing.
+    if url is not None and model is None:
+        raise fail("evaluation.judge_model", "must be set when evaluation.judge_url is")
+    if model is not None and url is None:
+        raise fail("evaluation.judge_url", "must be set when evaluation.judge_model is")
+    if evaluation.judge_key_file is not None and url is None:
+        raise fail("evaluation.judge_key_file", "is set but no judge is: set evaluation.judge_url")
+    timeout = evaluation.judge_timeout_s
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise fail("evaluation.judge_timeout_s", "must be a finite positive number of seconds")
+    if not 1 <= evaluation.judge_concurrency <= MAX_JUDGE_CONCURRENCY:
+        raise fail(
+            "evaluation.judge_concurrency", f"must be from 1 to {MAX_JUDGE_CONCURRENCY} calls"
+        )
 
 
 _RETENTION_CAPS = ("spans_days", "logs_days", "metrics_days", "scores_days", "feedback_days")

@@ -214,6 +214,13 @@ def test_scores_keep_their_cost_check() -> None:
     }
     check_score(row)  # type: ignore[arg-type]
     assert row["cost_is_estimated"] is False
+    # The evaluation service prices its judge's calls from the price book, as ingest would.
+    priced = {**row, "cost_is_estimated": True}
+    check_score(priced, from_service=True)  # type: ignore[arg-type]
+    assert priced["cost_is_estimated"] is True
+    claimed = {**row, "cost_is_estimated": True}
+    check_score(claimed)  # type: ignore[arg-type]
+    assert claimed["cost_is_estimated"] is False
     row["total_cost"] = -1.0
     with pytest.raises(InvalidRecordError, match=r"cost\.total_cost must not be negative"):
         check_score(row)  # type: ignore[arg-type]

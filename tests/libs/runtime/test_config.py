@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mcpd.runtime.config import (
+    EvaluationSettings,
     GrpcSettings,
     LogFormat,
     SessionsSettings,
@@ -407,3 +408,90 @@ def test_the_lease_ttl_defaults_to_thirty_seconds_and_is_set_from_the_environmen
     assert load_settings(env=_env(home)).orchestrator.lease_ttl_ms == 30_000
     settings = load_settings(env=_env(home, MCPD_ORCHESTRATOR_LEASE_TTL_MS="300"))
     assert settings.orchestrator.lease_ttl_ms == 300
+
+
+def test_the_judge_is_configured_from_file_and_environment(home: Path, tmp_path: Path) -> None:
+    assert load_settings(env=_env(home)).evaluation == EvaluationSettings(
+        judge_url=None,
+        judge_model=None,
+        judge_key_file=None,
+        judge_timeout_s=30.0,
+        judge_concurrency=4,
+    )
+    config = _write(
+        tmp_path / "conf" / "mcpd.toml",
+        "[evaluation]\n"
+        'judge_url = "http://127.0.0.1:8000/v1"\n'
+        'judge_model = "gpt-4o-mini"\n'
+        'judge_key_file = "judge.key"\n',
+    )
+    evaluation = load_settings(
+        config_path=config,
+        env=_env(
+            home, MCPD_EVALUATION_JUDGE_TIMEOUT_S="2.5", MCPD_EVALUATION_JUDGE_CONCURRENCY="32"
+        ),
+    ).evaluation
+    assert evaluation == EvaluationSettings(
+        judge_url="http://127.0.0.1:8000/v1",
+        judge_model="gpt-4o-mini",
+        judge_key_file=tmp_path / "conf" / "judge.key",
+        judge_timeout_s=2.5,
+        judge_concurrency=32,
+    )
+
+
+@pytest.mark.parametrize(
+    ("variables", "key", "variable"),
+    [
+        ({"MCPD_EVALUATION_JUDGE_TIMEOUT_S": "0"}, "evaluation.judge_timeout_s", None),
+        ({"MCPD_EVALUATION_JUDGE_TIMEOUT_S": "inf"}, "evaluation.judge_timeout_s", None),
+        ({"MCPD_EVALUATION_JUDGE_CONCURRENCY": "0"}, "evaluation.judge_concurrency", None),
+        ({"MCPD_EVALUATION_JUDGE_CONCURRENCY": "33"}, "evaluation.judge_concurrency", None),
+        ({"MCPD_EVALUATION_JUDGE_URL": "ftp://judge/v1"}, "evaluation.judge_url", None),
+        ({"MCPD_EVALUATION_JUDGE_MODEL": " "}, "evaluation.judge_model", None),
+        (
+            {"MCPD_EVALUATION_JUDGE_URL": "http://judge/v1"},
+            "evaluation.judge_model",
+            "the defaults",
+        ),
+        (
+            {"MCPD_EVALUATION_JUDGE_MODEL": "gpt-4o-mini"},
+            "evaluation.judge_url",
+            "the defaults",
+        ),
+        (
+            {"MCPD_EVALUATION_JUDGE_KEY_FILE": "/run/secrets/judge"},
+            "evaluation.judge_key_file",
+            None,
+        ),
+    ],
+)
+def test_invalid_judge_settings_name_the_key(
+    home: Path, variables: dict[str, str], key: str, variable: str | None
+) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        load_settings(env=_env(home, **variables))
+    assert caught.value.field == key
+    assert (variable or next(iter(variables))) in caught.value.message
+
+
+def test_the_judge_key_is_never_in_the_rendered_settings(home: Path, tmp_path: Path) -> None:
+    key_file = _write(tmp_path / "judge.key", "sk-judge-secret\n")
+    settings = load_settings(
+        env=_env(
+            home,
+            MCPD_EVALUATION_JUDGE_URL="https://user:hunter2@judge.example/v1",
+            MCPD_EVALUATION_JUDGE_MODEL="gpt-4o-mini",
+            MCPD_EVALUATION_JUDGE_KEY_FILE=str(key_file),
+        )
+    )
+    text = render_settings(settings)
+    assert "sk-judge-secret" not in text
+    assert "hunter2" not in text
+    assert tomllib.loads(text)["evaluation"] == {
+        "judge_url": "https://user:***@judge.example/v1",
+        "judge_model": "gpt-4o-mini",
+        "judge_key_file": str(key_file),
+        "judge_timeout_s": 30.0,
+        "judge_concurrency": 4,
+    }

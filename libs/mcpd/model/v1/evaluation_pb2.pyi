@@ -71,6 +71,7 @@ class ScorerConfig(_message.Message):
     SPAN_NAME_FIELD_NUMBER: _builtins.int
     TOOL_NAME_FIELD_NUMBER: _builtins.int
     CASE_SENSITIVE_FIELD_NUMBER: _builtins.int
+    RUBRIC_FIELD_NUMBER: _builtins.int
     needle: _builtins.str
     """Text the answer must contain, for contains."""
     expected: _builtins.str
@@ -93,6 +94,10 @@ class ScorerConfig(_message.Message):
     """
     case_sensitive: _builtins.bool
     """Case sensitivity for text comparisons."""
+    rubric: _builtins.str
+    """What the judge grades the run's answer against, for llm_judge: the criteria of a good answer,
+    in words. Sent to the judge as its instructions; the score is how well the answer meets them.
+    """
     def __init__(
         self,
         *,
@@ -105,10 +110,11 @@ class ScorerConfig(_message.Message):
         span_name: _builtins.str | None = ...,
         tool_name: _builtins.str | None = ...,
         case_sensitive: _builtins.bool = ...,
+        rubric: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected", b"_expected", "_max_cost", b"_max_cost", "_max_ms", b"_max_ms", "_max_tool_calls", b"_max_tool_calls", "_needle", b"_needle", "_span_kind", b"_span_kind", "_span_name", b"_span_name", "_tool_name", b"_tool_name", "expected", b"expected", "max_cost", b"max_cost", "max_ms", b"max_ms", "max_tool_calls", b"max_tool_calls", "needle", b"needle", "span_kind", b"span_kind", "span_name", b"span_name", "tool_name", b"tool_name"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_expected", b"_expected", "_max_cost", b"_max_cost", "_max_ms", b"_max_ms", "_max_tool_calls", b"_max_tool_calls", "_needle", b"_needle", "_rubric", b"_rubric", "_span_kind", b"_span_kind", "_span_name", b"_span_name", "_tool_name", b"_tool_name", "expected", b"expected", "max_cost", b"max_cost", "max_ms", b"max_ms", "max_tool_calls", b"max_tool_calls", "needle", b"needle", "rubric", b"rubric", "span_kind", b"span_kind", "span_name", b"span_name", "tool_name", b"tool_name"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected", b"_expected", "_max_cost", b"_max_cost", "_max_ms", b"_max_ms", "_max_tool_calls", b"_max_tool_calls", "_needle", b"_needle", "_span_kind", b"_span_kind", "_span_name", b"_span_name", "_tool_name", b"_tool_name", "case_sensitive", b"case_sensitive", "expected", b"expected", "max_cost", b"max_cost", "max_ms", b"max_ms", "max_tool_calls", b"max_tool_calls", "needle", b"needle", "span_kind", b"span_kind", "span_name", b"span_name", "tool_name", b"tool_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_expected", b"_expected", "_max_cost", b"_max_cost", "_max_ms", b"_max_ms", "_max_tool_calls", b"_max_tool_calls", "_needle", b"_needle", "_rubric", b"_rubric", "_span_kind", b"_span_kind", "_span_name", b"_span_name", "_tool_name", b"_tool_name", "case_sensitive", b"case_sensitive", "expected", b"expected", "max_cost", b"max_cost", "max_ms", b"max_ms", "max_tool_calls", b"max_tool_calls", "needle", b"needle", "rubric", b"rubric", "span_kind", b"span_kind", "span_name", b"span_name", "tool_name", b"tool_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__expected: _TypeAlias = _typing.Literal["expected"]  # noqa: Y015
     _WhichOneofArgType__expected: _TypeAlias = _typing.Literal["_expected", b"_expected"]  # noqa: Y015
@@ -120,6 +126,8 @@ class ScorerConfig(_message.Message):
     _WhichOneofArgType__max_tool_calls: _TypeAlias = _typing.Literal["_max_tool_calls", b"_max_tool_calls"]  # noqa: Y015
     _WhichOneofReturnType__needle: _TypeAlias = _typing.Literal["needle"]  # noqa: Y015
     _WhichOneofArgType__needle: _TypeAlias = _typing.Literal["_needle", b"_needle"]  # noqa: Y015
+    _WhichOneofReturnType__rubric: _TypeAlias = _typing.Literal["rubric"]  # noqa: Y015
+    _WhichOneofArgType__rubric: _TypeAlias = _typing.Literal["_rubric", b"_rubric"]  # noqa: Y015
     _WhichOneofReturnType__span_kind: _TypeAlias = _typing.Literal["span_kind"]  # noqa: Y015
     _WhichOneofArgType__span_kind: _TypeAlias = _typing.Literal["_span_kind", b"_span_kind"]  # noqa: Y015
     _WhichOneofReturnType__span_name: _TypeAlias = _typing.Literal["span_name"]  # noqa: Y015
@@ -136,6 +144,8 @@ class ScorerConfig(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tool_calls) -> _WhichOneofReturnType__max_tool_calls | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__needle) -> _WhichOneofReturnType__needle | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__rubric) -> _WhichOneofReturnType__rubric | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__span_kind) -> _WhichOneofReturnType__span_kind | None: ...
     @_typing.overload
