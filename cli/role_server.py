@@ -32,15 +32,18 @@ import logging
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import services.evaluation
 from cli import roles as role_table
 from cli.gateway_server import StartGate, channels_for, start_gateway
 from cli.ingest import IngestRole, start_ingest
 from cli.process_messages import ServerPlan
 from cli.security import PRIVATE_ADDRESS, build_security, listening_addresses, service_credential
 from cli.security import describe as describe_security
+from mcpd.auth.service_identity import ServiceCredential
 from mcpd.runtime.clock import SystemClock
 from mcpd.runtime.config import Settings
 from mcpd.runtime.server import GrpcServer
@@ -117,6 +120,9 @@ async def serve_roles(
                 peers(role_table.INGEST_SERVICE), credential.metadata("orchestrator")
             )
             _in_background(stack, outbox.run, name="run-spans")
+    monitors = None
+    if "evaluation" in roles:
+        monitors = _watch_monitors(stack, settings, stores, clock, peers, credential, primary)
     registrations = role_table.registrations(
         grpc_roles,
         stores,
@@ -126,6 +132,7 @@ async def serve_roles(
         service=credential,
         ingest=ingest,
         orchestrator=orchestrator,
+        monitors=monitors,
     )
     server = await stack.enter_async_context(
         GrpcServer(
@@ -215,6 +222,28 @@ def _tick_timers(
     if tick:
         _in_background(stack, orchestrator.tick, name="run-timers")
     return orchestrator
+
+
+def _watch_monitors(
+    stack: AsyncExitStack,
+    settings: Settings,
+    stores: Stores,
+    clock: SystemClock,
+    peers: role_table.ChannelFor,
+    credential: ServiceCredential,
+    primary: bool,
+) -> services.evaluation.Monitors:
+    """The evaluation role's monitors, read every `evaluation.monitor_interval_s` and announced
+    to their webhooks in the background until shutdown, by the primary alone (one reading and
+    one announcement per transition per daemon); every process answers their reads."""
+    if not primary:
+        return role_table.evaluation_monitors(settings, stores, clock, peers, credential, None)
+    webhooks = services.evaluation.Webhooks()
+    monitors = role_table.evaluation_monitors(settings, stores, clock, peers, credential, webhooks)
+    interval = settings.evaluation.monitor_interval_s
+    _in_background(stack, webhooks.run, name="monitor-webhooks")
+    _in_background(stack, partial(monitors.run, interval_s=interval), name="monitors")
+    return monitors
 
 
 def _sweep_retention(

@@ -91,11 +91,12 @@ def registrations(
     service: ServiceCredential,
     ingest: IngestRole | None = None,
     orchestrator: services.orchestrator.Orchestrator | None = None,
+    monitors: services.evaluation.Monitors | None = None,
 ) -> list[ServiceRegistration]:
     """The gRPC services of `roles`, wired to their dependencies; `peers` finds the process
     serving another service, which a role calls presenting `service`, the service credential;
     `ingest` and `orchestrator` are those roles, built before their services, when this process
-    serves them (one is made here otherwise)."""
+    serves them (one is made here otherwise), and `monitors` the evaluation role's monitors."""
     found: list[ServiceRegistration] = []
     security = settings.security
     for role in roles:
@@ -141,9 +142,12 @@ def registrations(
                 found += orchestrator.registrations()
             case "evaluation":
                 calls = service.metadata("evaluation")
+                if monitors is None:
+                    monitors = evaluation_monitors(settings, stores, clock, peers, service, None)
                 found += services.evaluation.registrations(
                     services.evaluation.QueryTraces(peers(QUERY_SERVICE), calls),
                     services.evaluation.IngestScores(peers(INGEST_SERVICE), calls),
+                    monitors,
                     clock=clock,
                     judge=settings.evaluation,
                     prices=stores.control,
@@ -155,6 +159,26 @@ def registrations(
             case _:
                 raise ValueError(f"unknown role {role!r}")
     return found
+
+
+def evaluation_monitors(
+    settings: Settings,
+    stores: Stores,
+    clock: Clock,
+    peers: ChannelFor,
+    service: ServiceCredential,
+    webhooks: services.evaluation.Webhooks | None,
+) -> services.evaluation.Monitors:
+    """The configured monitors, reading their windows from the query service with the service
+    credential and announcing through `webhooks` (none: a process that does not evaluate them,
+    and so announces nothing)."""
+    return services.evaluation.Monitors(
+        services.evaluation.monitors_of(settings.monitors),
+        services.evaluation.QueryWindows(peers(QUERY_SERVICE), service.metadata("evaluation")),
+        stores.control,
+        webhooks if webhooks is not None else services.evaluation.Webhooks(),
+        clock,
+    )
 
 
 CURSOR_KEY_FILE = "mcp-cursor.key"

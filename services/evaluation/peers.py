@@ -114,3 +114,44 @@ def _unavailable(error: grpc.aio.AioRpcError, what: str) -> Unavailable:
         f"the scoring pass could not {what} ({failure.reason}); nothing was stored: run it again",
         reason="SCORING_UNAVAILABLE",
     )
+
+
+class QueryWindows:
+    """`WindowReads` over the query service at `channel`, presenting `metadata`."""
+
+    def __init__(self, channel: grpc.aio.Channel, metadata: Sequence[tuple[str, str]]) -> None:
+        self._stub = QueryServiceStub(channel)
+        self._metadata = tuple(metadata)
+
+    async def summary(
+        self, project: str, start: Timestamp, end: Timestamp
+    ) -> query_pb2.AnalyticsSummary:
+        request = query_service_pb2.GetAnalyticsSummaryRequest(project=project, to=end)
+        getattr(request, "from").CopyFrom(start)
+        summary: query_pb2.AnalyticsSummary = await _call(
+            self._stub.GetAnalyticsSummary, request, self._metadata, "read a monitor's window"
+        )
+        return summary
+
+    async def score_mean(
+        self, project: str, scorer_id: str, start: Timestamp, end: Timestamp
+    ) -> tuple[float | None, int]:
+        """Pages the scorer's scores newest first until they are older than the window."""
+        request = query_service_pb2.ListScoresRequest(
+            project=project, scorer_id=scorer_id, limit=MAX_PAGE
+        )
+        total, count = 0.0, 0
+        first, last = start.ToNanoseconds(), end.ToNanoseconds()
+        while True:
+            page: query_pb2.ScoreListResponse = await _call(
+                self._stub.ListScores, request, self._metadata, "read a monitor's scores"
+            )
+            for score in page.scores:
+                at = score.timestamp.ToNanoseconds()
+                if at < first:
+                    return (total / count if count else None), count
+                if at < last:
+                    total, count = total + score.value, count + 1
+            if not page.page.has_more:
+                return (total / count if count else None), count
+            request.cursor = page.page.next_cursor

@@ -1,7 +1,9 @@
-"""Scorers, datasets, experiments, monitors and SLOs: the scorers and scoring passes so far."""
+"""Scorers, datasets, experiments, monitors and SLOs: the scorers, scoring passes and
+monitors so far."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import grpc
@@ -9,6 +11,7 @@ import grpc
 from mcpd.evaluation.v1 import evaluation_service_pb2, evaluation_service_pb2_grpc
 from mcpd.model.v1 import evaluation_pb2
 from mcpd.runtime.servicers import pending_rpcs
+from services.evaluation.monitors import Monitors
 from services.evaluation.scorers import scorer_info
 from services.evaluation.scoring import Scoring
 
@@ -20,8 +23,9 @@ class EvaluationServicer(evaluation_service_pb2_grpc.EvaluationServiceServicer):
     """The scorers and scoring passes; every other RPC answers UNIMPLEMENTED until the rest of
     the evaluation issue lands."""
 
-    def __init__(self, scoring: Scoring) -> None:
+    def __init__(self, scoring: Scoring, monitors: Monitors) -> None:
         self._scoring = scoring
+        self._monitors = monitors
 
     async def ListScorers(
         self, request: evaluation_service_pb2.ListScorersRequest, context: Context
@@ -34,3 +38,16 @@ class EvaluationServicer(evaluation_service_pb2_grpc.EvaluationServiceServicer):
         self, request: evaluation_pb2.ScoreRunRequest, context: Context
     ) -> evaluation_pb2.ScoreRunResult:
         return await self._scoring.run(request, time_left=context.time_remaining())
+
+    async def ListMonitors(
+        self, request: evaluation_service_pb2.ListMonitorsRequest, context: Context
+    ) -> evaluation_service_pb2.ListMonitorsResponse:
+        states = await asyncio.to_thread(self._monitors.list, request.project)
+        return evaluation_service_pb2.ListMonitorsResponse(monitors=states)
+
+    async def AcknowledgeMonitor(
+        self, request: evaluation_service_pb2.AcknowledgeMonitorRequest, context: Context
+    ) -> evaluation_pb2.MonitorState:
+        return await asyncio.to_thread(
+            self._monitors.acknowledge, request.project, request.monitor_id
+        )

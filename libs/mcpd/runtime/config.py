@@ -21,10 +21,12 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcpd.runtime import _config_values as values
 from mcpd.runtime.errors import InvalidArgument, NotFound
 from mcpd.runtime.logging import redact_url
+from mcpd.runtime.monitor_config import MonitorSettings, parse_monitors
 
 CONFIG_ENV = "MCPD_CONFIG"
 DATA_DIR_ENV = "MCPD_DATA_DIR"
@@ -226,11 +228,13 @@ class OrchestratorSettings:
 
 # How many judge calls one scoring pass may make at once, at most.
 MAX_JUDGE_CONCURRENCY = 32
+# Monitors read the query service every interval: not more often than this.
+MIN_MONITOR_INTERVAL_S = 0.1
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class EvaluationSettings:
-    """`[evaluation]`: the judge of the judged scorer, `llm_judge`.
+    """`[evaluation]`: the judge of the judged scorer, `llm_judge`, and the monitors' pace.
 
     `judge_url` is the base URL of an OpenAI-compatible API (the scorer POSTs to
     `{judge_url}/chat/completions`) and `judge_model` the model it asks; with neither set no judge
@@ -238,7 +242,8 @@ class EvaluationSettings:
     token; it is read at start and kept out of settings, logs and `mcpd config show` (local
     servers need none). `judge_timeout_s` bounds one judge call; `judge_concurrency` is how many
     calls one scoring pass makes at once. Together they cap the runs a judged pass takes: as many
-    as fit in the request's deadline (docs/evaluation.md).
+    as fit in the request's deadline (docs/evaluation.md). `monitor_interval_s` is how often the
+    monitors (`[[monitors]]`) are read.
     """
 
     judge_url: str | None = None
@@ -246,6 +251,7 @@ class EvaluationSettings:
     judge_key_file: Path | None = None
     judge_timeout_s: float = 30.0
     judge_concurrency: int = 4
+    monitor_interval_s: float = 60.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -278,6 +284,8 @@ class Settings:
     retention: RetentionSettings = dataclasses.field(default_factory=RetentionSettings)
     orchestrator: OrchestratorSettings = dataclasses.field(default_factory=OrchestratorSettings)
     evaluation: EvaluationSettings = dataclasses.field(default_factory=EvaluationSettings)
+    # `[[monitors]]` tables: from the file alone (`mcpd.runtime.monitor_config`).
+    monitors: tuple[MonitorSettings, ...] = ()
 
     def __post_init__(self) -> None:
         for name in PEER_ADDRESS_KEYS:
@@ -312,7 +320,7 @@ def _key_kinds() -> dict[str, values.Kind]:
     """Every setting as `key` or `section.key`, with the kind of value it holds."""
     kinds: dict[str, values.Kind] = {}
     for name, annotation in values.field_types(Settings).items():
-        if name not in _SECTIONS:
+        if name not in _SECTIONS and name not in _TABLE_ARRAYS:
             kinds[name] = values.kind_of(annotation)
     for section, cls in _SECTIONS.items():
         for name, annotation in values.field_types(cls).items():
@@ -320,6 +328,8 @@ def _key_kinds() -> dict[str, values.Kind]:
     return kinds
 
 
+# Settings that are arrays of tables in the file, read apart from the keys.
+_TABLE_ARRAYS = frozenset({"monitors"})
 KEYS = _key_kinds()
 
 
@@ -352,7 +362,7 @@ def load_settings(
         key: (env_var(key), environ[env_var(key)]) for key in KEYS if env_var(key) in environ
     }
     path, explicit = _config_file(config_path, environ, layer_overrides, home)
-    layer_file = _read_file(path, explicit)
+    layer_file, tables = _read_file(path, explicit)
 
     merged: dict[str, object] = {}
     sources: dict[str, str] = {}
@@ -372,6 +382,11 @@ def load_settings(
     merged.setdefault("data_dir", _default_data_dir(home))
     settings = _build(merged)
     _validate(settings, sources)
+    if "monitors" in tables:
+        monitors = parse_monitors(
+            tables["monitors"], str(path), default_project=settings.security.local_project
+        )
+        settings = dataclasses.replace(settings, monitors=monitors)
     return settings
 
 
@@ -401,8 +416,9 @@ def _config_file(
     return values.expand(Path(data_dir), home, Path.cwd()) / CONFIG_FILE_NAME, False
 
 
-def _read_file(path: Path, explicit: bool) -> dict[str, object]:
-    """The file's settings as `key` / `section.key`, unknown keys refused."""
+def _read_file(path: Path, explicit: bool) -> tuple[dict[str, object], dict[str, object]]:
+    """The file's settings as `key` / `section.key`, unknown keys refused, and its arrays of
+    tables (`_TABLE_ARRAYS`) as they are."""
     try:
         with path.open("rb") as handle:
             document = tomllib.load(handle)
@@ -411,7 +427,7 @@ def _read_file(path: Path, explicit: bool) -> dict[str, object]:
             raise NotFound(
                 f"config file {path} does not exist", field="config", reason="CONFIG_NOT_FOUND"
             ) from None
-        return {}
+        return {}, {}
     except tomllib.TOMLDecodeError as exc:
         raise InvalidArgument(
             f"config file {path} is not valid TOML: {exc}", field="config", reason="INVALID_CONFIG"
@@ -422,7 +438,8 @@ def _read_file(path: Path, explicit: bool) -> dict[str, object]:
             field="config",
             reason="INVALID_CONFIG",
         ) from exc
-    return values.flatten_document(document, KEYS, _SECTIONS, str(path))
+    tables = {name: document.pop(name) for name in _TABLE_ARRAYS if name in document}
+    return values.flatten_document(document, KEYS, _SECTIONS, str(path)), tables
 
 
 def _build(merged: Mapping[str, object]) -> Settings:
@@ -555,6 +572,11 @@ def _validate_evaluation(
         raise fail(
             "evaluation.judge_concurrency", f"must be from 1 to {MAX_JUDGE_CONCURRENCY} calls"
         )
+    interval = evaluation.monitor_interval_s
+    if not (math.isfinite(interval) and interval >= MIN_MONITOR_INTERVAL_S):
+        raise fail(
+            "evaluation.monitor_interval_s", f"must be at least {MIN_MONITOR_INTERVAL_S} seconds"
+        )
 
 
 _RETENTION_CAPS = ("spans_days", "logs_days", "metrics_days", "scores_days", "feedback_days")
@@ -610,4 +632,13 @@ def render_settings(settings: Settings) -> str:
             lines.append(f"# {name} is not set")
         else:
             lines.append(f"{name} = {values.toml_value(value, secret=name.endswith('_url'))}")
+    for monitor in settings.monitors:
+        lines += ["", "[[monitors]]"]
+        for field in dataclasses.fields(monitor):
+            value = getattr(monitor, field.name)
+            if field.name == "webhook" and value is not None:
+                # A webhook URL is often its own credential: its host alone.
+                lines.append(f"# webhook to {urlsplit(value).hostname} (its URL is not shown)")
+            elif value is not None:
+                lines.append(f"{field.name} = {values.toml_value(value, secret=False)}")
     return "\n".join(lines) + "\n"

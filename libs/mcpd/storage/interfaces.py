@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from mcpd.model.v1 import account_pb2, query_pb2
+from mcpd.model.v1 import account_pb2, evaluation_pb2, query_pb2
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
 from mcpd.signals.queries import (
     CostPoint,
@@ -603,6 +603,20 @@ class PriceOverrides(Protocol):
 
 
 @runtime_checkable
+class MonitorStates(Protocol):
+    """The latched condition of each monitor, with its last reading, across restarts."""
+
+    def monitor_states(self, monitor_ids: Sequence[str]) -> dict[str, evaluation_pb2.MonitorState]:
+        """The stored state of each monitor that has one, by id (its `monitor` holds the id
+        alone)."""
+        ...
+
+    def save_monitor_state(self, state: evaluation_pb2.MonitorState) -> None:
+        """Store `state` under `state.monitor.id`, replacing what was there."""
+        ...
+
+
+@runtime_checkable
 class ControlStore(
     MigratedStore,
     CredentialReads,
@@ -611,7 +625,9 @@ class ControlStore(
     AccountRecords,
     ProjectCatalog,
     PriceOverrides,
+    MonitorStates,
     Protocol,
 ):
-    """Projects, accounts, API key digests, sessions, the audit log and the price book: every
-    part above, for the composition root (every role opens it, to authenticate)."""
+    """Projects, accounts, API key digests, sessions, the audit log, the price book and the
+    monitors' conditions: every part above, for the composition root (every role opens it, to
+    authenticate)."""

@@ -494,4 +494,46 @@ def test_the_judge_key_is_never_in_the_rendered_settings(home: Path, tmp_path: P
         "judge_key_file": str(key_file),
         "judge_timeout_s": 30.0,
         "judge_concurrency": 4,
+        "monitor_interval_s": 60.0,
     }
+
+
+def test_monitors_are_read_from_the_file_and_shown_without_their_webhook(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    data = home / ".local" / "share" / "mcpd"
+    data.mkdir(parents=True)
+    (data / "mcpd.toml").write_text(
+        """
+[security]
+local_project = "mine"
+
+[[monitors]]
+id = "errors"
+name = "Failing"
+watch = "error_rate"
+compare = "above"
+threshold = 0.2
+window_seconds = 900
+webhook = "https://hooks.example.com/T0/B0/secret-token"
+"""
+    )
+    settings = load_settings(env=_env(home))
+    (monitor,) = settings.monitors
+    assert (monitor.id, monitor.project, monitor.min_samples) == ("errors", "mine", 1)
+    text = render_settings(settings)
+    assert "secret-token" not in text
+    shown = tomllib.loads(text)["monitors"]
+    assert shown == [
+        {
+            "id": "errors",
+            "name": "Failing",
+            "project": "mine",
+            "watch": "error_rate",
+            "compare": "above",
+            "threshold": 0.2,
+            "window_seconds": 900,
+            "min_samples": 1,
+            "enabled": True,
+        }
+    ]
+    assert "# webhook to hooks.example.com" in text

@@ -82,6 +82,7 @@ CONTROL_TABLES = {
     "account_sessions",
     "audit_log",
     "price_book",
+    "watch_states",
 }
 CLICKHOUSE_REVISIONS = [
     "0001_initial",
@@ -102,7 +103,12 @@ REVISIONS = {
         "0006_trace_sessions",
     ],
     "run": ["0001_initial", "0002_definition_digest", "0003_leases", "0004_span_outbox"],
-    "control": ["0001_initial", "0002_key_owner_audit_order", "0003_audit_source_count"],
+    "control": [
+        "0001_initial",
+        "0002_key_owner_audit_order",
+        "0003_audit_source_count",
+        "0004_watch_states",
+    ],
 }
 
 

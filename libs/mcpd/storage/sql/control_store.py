@@ -28,13 +28,14 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql.dml import Insert
 
-from mcpd.model.v1 import account_pb2
-from mcpd.runtime.clock import Clock, SystemClock
+from mcpd import codec
+from mcpd.model.v1 import account_pb2, enums_pb2, evaluation_pb2
+from mcpd.runtime.clock import Clock, SystemClock, epoch_nanos
 from mcpd.runtime.errors import AlreadyExists, InvalidArgument, NotFound, quoted
 from mcpd.storage.records import AuditPage, StoredAccount, StoredKey, StoredSession
 from mcpd.storage.sql import audit, convert
 from mcpd.storage.sql.base import SqlStore
-from mcpd.storage.sql.dialect import insert_ignore
+from mcpd.storage.sql.dialect import insert_ignore, upsert
 from mcpd.storage.sql.engine import read_connection
 from mcpd.storage.sql.schema import StoreName
 from mcpd.storage.sql.schema.control import (
@@ -44,6 +45,7 @@ from mcpd.storage.sql.schema.control import (
     audit_log,
     price_book,
     projects,
+    watch_states,
 )
 
 # The price book rows of one project's overrides are filed under this book id.
@@ -265,6 +267,36 @@ class SqlControlStore(SqlStore):
             )
         return _record(StoredKey, row)
 
+    # Monitors' latched conditions
+
+    def monitor_states(self, monitor_ids: Sequence[str]) -> dict[str, evaluation_pb2.MonitorState]:
+        """The stored state of each monitor that has one, by id (its `monitor` holds the id
+        alone)."""
+        if not monitor_ids:
+            return {}
+        w = watch_states.c
+        statement = select(w.watch_id, w.condition, w.tripped_at, w.last).where(
+            w.kind == _MONITOR, w.watch_id.in_(list(monitor_ids))
+        )
+        with read_connection(self._engine) as conn:
+            rows = conn.execute(statement).all()
+        return {row.watch_id: _monitor_state(row) for row in rows}
+
+    def save_monitor_state(self, state: evaluation_pb2.MonitorState) -> None:
+        """Store `state` under `state.monitor.id`, replacing what was there."""
+        row = {
+            "kind": _MONITOR,
+            "watch_id": state.monitor.id,
+            "condition": _CONDITION_NAMES[state.condition],
+            "tripped_at": state.tripped_at.ToNanoseconds()
+            if state.HasField("tripped_at")
+            else None,
+            "last": codec.encode(state.last) if state.HasField("last") else None,
+            "updated_at": epoch_nanos(self._clock.now()),
+        }
+        with self._engine.begin() as conn:
+            conn.execute(upsert(watch_states, self._dialect, _WATCH_COLUMNS), [row])
+
     def has_credentials(self) -> bool:
         """Whether an account or an unrevoked key exists: two EXISTS probes, one round trip."""
         with read_connection(self._engine) as conn:
@@ -382,3 +414,22 @@ def _record(record_type: type[_Record], row: RowMapping) -> _Record:
     for name in _TIMES & values.keys():
         values[name] = None if values[name] is None else convert.datetime_of(values[name])
     return record_type(**values)
+
+
+_MONITOR = "monitor"
+_WATCH_COLUMNS = ("condition", "tripped_at", "last", "updated_at")
+_CONDITION_NAMES = {
+    number: name.removeprefix("MONITOR_CONDITION_").lower()
+    for name, number in enums_pb2.MonitorCondition.items()
+}
+_CONDITION_NUMBERS = {name: number for number, name in _CONDITION_NAMES.items()}
+
+
+def _monitor_state(row: Any) -> evaluation_pb2.MonitorState:
+    state = evaluation_pb2.MonitorState(condition=_CONDITION_NUMBERS[row.condition])
+    state.monitor.id = row.watch_id
+    if row.tripped_at is not None:
+        state.tripped_at.FromNanoseconds(row.tripped_at)
+    if row.last is not None:
+        state.last.CopyFrom(codec.decode(row.last, evaluation_pb2.MonitorReading))
+    return state

@@ -120,3 +120,20 @@ price_book = Table(
     Column("effective_from", TimestampNs, nullable=False),
     PrimaryKeyConstraint("book_id", "provider", "model", "meter", "effective_from"),
 )
+
+# The latched condition of each monitor (and, as they land, each objective) across restarts:
+# one row per configured watch, replaced by every reading.
+watch_states = Table(
+    "watch_states",
+    metadata,
+    # monitor or slo.
+    Column("kind", Text, nullable=False),
+    Column("watch_id", Text, nullable=False),
+    # nominal, tripped, acknowledged or insufficient.
+    Column("condition", Text, nullable=False),
+    Column("tripped_at", TimestampNs),
+    # The last reading, in the spec's JSON (MonitorReading); NULL before the first.
+    Column("last", JsonDocument),
+    Column("updated_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("kind", "watch_id"),
+)

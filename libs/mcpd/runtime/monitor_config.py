@@ -1,0 +1,166 @@
+"""`[[monitors]]` in the configuration file: the spec's Monitor, one table each.
+
+```toml
+[[monitors]]
+id = "support-errors"
+name = "Support bot failing"
+project = "support"            # default: security.local_project
+watch = "error_rate"           # error_rate, latency_p95, cost, trace_count, score_mean
+compare = "above"              # above or below
+threshold = 0.2
+window_seconds = 900
+min_samples = 20               # default 1
+scorer_id = "contains"         # score_mean only, and required there
+webhook = "https://hooks.example.com/T000/B000/XXXX"
+enabled = true                 # default
+```
+
+Monitors live in the file alone (no environment variable can hold a list of tables). Every
+error names the setting as `monitors[i].key`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from mcpd.runtime.errors import InvalidArgument
+
+__all__ = ["COMPARES", "WATCHES", "MonitorSettings", "parse_monitors"]
+
+WATCHES = ("error_rate", "latency_p95", "cost", "trace_count", "score_mean")
+COMPARES = ("above", "below")
+_ID = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+_REQUIRED = ("id", "name", "watch", "compare", "threshold", "window_seconds")
+_KNOWN = frozenset({*_REQUIRED, "project", "min_samples", "scorer_id", "webhook", "enabled"})
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorSettings:
+    """One configured monitor (the spec's Monitor)."""
+
+    id: str
+    name: str
+    project: str
+    watch: str
+    compare: str
+    threshold: float
+    window_seconds: int
+    min_samples: int = 1
+    scorer_id: str | None = None
+    webhook: str | None = None
+    enabled: bool = True
+
+
+def parse_monitors(
+    raw: object, source: str, *, default_project: str
+) -> tuple[MonitorSettings, ...]:
+    """The `monitors` array of tables of the file at `source`, checked."""
+    if not isinstance(raw, list) or not all(isinstance(table, Mapping) for table in raw):
+        raise _error("monitors", source, "expected an array of tables ([[monitors]])")
+    parsed = tuple(
+        _monitor(table, f"monitors[{index}]", source, default_project)
+        for index, table in enumerate(raw)
+    )
+    seen: set[str] = set()
+    for index, monitor in enumerate(parsed):
+        if monitor.id in seen:
+            raise _error(f"monitors[{index}].id", source, f"id {monitor.id!r} is used twice")
+        seen.add(monitor.id)
+    return parsed
+
+
+def _monitor(
+    table: Mapping[str, object], at: str, source: str, default_project: str
+) -> MonitorSettings:
+    unknown = sorted(set(table) - _KNOWN)
+    if unknown:
+        raise _error(f"{at}.{unknown[0]}", source, "unknown monitor setting", "UNKNOWN_CONFIG_KEY")
+    for key in _REQUIRED:
+        if key not in table:
+            raise _error(f"{at}.{key}", source, "is required")
+    monitor = MonitorSettings(
+        id=_text(table, "id", at, source),
+        name=_text(table, "name", at, source),
+        project=_text(table, "project", at, source) if "project" in table else default_project,
+        watch=_choice(table, "watch", WATCHES, at, source),
+        compare=_choice(table, "compare", COMPARES, at, source),
+        threshold=_number(table, "threshold", at, source),
+        window_seconds=_count(table, "window_seconds", at, source, least=1),
+        min_samples=_count(table, "min_samples", at, source, least=0, default=1),
+        scorer_id=_text(table, "scorer_id", at, source) if "scorer_id" in table else None,
+        webhook=_webhook(table, at, source),
+        enabled=_flag(table, "enabled", at, source),
+    )
+    if not _ID.match(monitor.id):
+        raise _error(f"{at}.id", source, "must match ^[a-z][a-z0-9_-]{0,63}$")
+    if (monitor.watch == "score_mean") != (monitor.scorer_id is not None):
+        raise _error(f"{at}.scorer_id", source, "is required for watch score_mean, and only there")
+    return monitor
+
+
+def _text(table: Mapping[str, object], key: str, at: str, source: str) -> str:
+    value = table[key]
+    if not isinstance(value, str) or not value.strip():
+        raise _error(f"{at}.{key}", source, "expected a non-empty string")
+    return value
+
+
+def _choice(
+    table: Mapping[str, object], key: str, choices: tuple[str, ...], at: str, source: str
+) -> str:
+    value = _text(table, key, at, source)
+    if value not in choices:
+        raise _error(f"{at}.{key}", source, f"expected one of {', '.join(choices)}")
+    return value
+
+
+def _number(table: Mapping[str, object], key: str, at: str, source: str) -> float:
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise _error(f"{at}.{key}", source, "expected a finite number")
+    return float(value)
+
+
+def _count(
+    table: Mapping[str, object],
+    key: str,
+    at: str,
+    source: str,
+    *,
+    least: int,
+    default: int | None = None,
+) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise _error(f"{at}.{key}", source, f"expected a whole number of at least {least}")
+    return value
+
+
+def _flag(table: Mapping[str, object], key: str, at: str, source: str) -> bool:
+    value = table.get(key, True)
+    if not isinstance(value, bool):
+        raise _error(f"{at}.{key}", source, "expected true or false")
+    return value
+
+
+def _webhook(table: Mapping[str, object], at: str, source: str) -> str | None:
+    if "webhook" not in table:
+        return None
+    url = _text(table, "webhook", at, source)
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        # The URL itself is left out: it is often its own credential.
+        raise _error(f"{at}.webhook", source, "expected an http or https URL")
+    return url
+
+
+def _error(
+    key: str, source: str, problem: str, reason: str = "INVALID_CONFIG_VALUE"
+) -> InvalidArgument:
+    return InvalidArgument(
+        f"{key} in {source}: {problem}", field=key, reason=reason, metadata={"source": source}
+    )

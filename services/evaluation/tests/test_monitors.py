@@ -1,0 +1,276 @@
+"""Monitors over a real SQLite control store, a manual clock and a real webhook receiver: each
+trace watch trips, latches, is acknowledged, recovers and stays tripped through an empty
+window; `trace_count` trips on a silent window whatever `min_samples` says; the condition
+survives a restart; the receiver sees exactly one POST per transition. The windows' figures
+come from a stand-in for the query service (what this test isolates the monitors from)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from mcpd.model.v1 import enums_pb2, evaluation_pb2, query_pb2
+from mcpd.runtime.clock import ManualClock
+from mcpd.runtime.errors import FailedPrecondition, NotFound
+from mcpd.storage.sql.control_store import SqlControlStore
+from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
+from mcpd.testing.eventually import eventually_async
+from services.evaluation.monitors import Monitors
+from services.evaluation.webhooks import Webhooks
+
+C = enums_pb2.MonitorCondition
+
+
+class Windows:
+    """The figures each window reads, set by the test."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.error_rate = 0.0
+        self.p95: float | None = None
+        self.cost = 0.0
+        self.scores: list[float] = []
+        self.asked: list[tuple[str, int, int]] = []
+
+    async def summary(
+        self, project: str, start: Timestamp, end: Timestamp
+    ) -> query_pb2.AnalyticsSummary:
+        self.asked.append((project, start.ToNanoseconds(), end.ToNanoseconds()))
+        found = query_pb2.AnalyticsSummary(
+            trace_count=self.runs, error_rate=self.error_rate, total_cost=self.cost
+        )
+        if self.p95 is not None:
+            found.latency.p95 = self.p95
+        return found
+
+    async def score_mean(
+        self, project: str, scorer_id: str, start: Timestamp, end: Timestamp
+    ) -> tuple[float | None, int]:
+        mean = sum(self.scores) / len(self.scores) if self.scores else None
+        return mean, len(self.scores)
+
+
+class Receiver:
+    """A real HTTP server recording the JSON bodies POSTed to it."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        received = self.bodies
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers["content-length"])
+                received.append(json.loads(self.rfile.read(length)))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://hook-user:secret@127.0.0.1:{self.server.server_port}/alerts?token=t"
+        self.host = f"127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    made = Receiver()
+    yield made
+    made.server.shutdown()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(datetime(2026, 12, 1, tzinfo=UTC))
+
+
+@pytest.fixture
+def control(tmp_path: Path, clock: ManualClock) -> Iterator[SqlControlStore]:
+    engine = create_sqlite_engine(tmp_path / "control.db", synchronous=Synchronous.NORMAL)
+    store = SqlControlStore(engine, clock=clock)
+    store.migrate()
+    yield store
+    store.close()
+
+
+@pytest.fixture
+async def webhooks() -> AsyncIterator[Webhooks]:
+    made = Webhooks(first_delay_s=0.01)
+    stop = asyncio.Event()
+    task = asyncio.create_task(made.run(stop))
+    yield made
+    stop.set()
+    await task
+
+
+def monitor(watch: str, compare: str, threshold: float, **fields: Any) -> evaluation_pb2.Monitor:
+    return evaluation_pb2.Monitor(
+        id=f"{watch}-{compare}",
+        name=f"{watch} {compare} {threshold}",
+        project="p",
+        watch=enums_pb2.MonitorWatch.Value(f"MONITOR_WATCH_{watch.upper()}"),
+        compare=enums_pb2.MonitorCompare.Value(f"MONITOR_COMPARE_{compare.upper()}"),
+        threshold=threshold,
+        window_seconds=300,
+        min_samples=fields.pop("min_samples", 5),
+        enabled=fields.pop("enabled", True),
+        **fields,
+    )
+
+
+async def _read(monitors: Monitors, clock: ManualClock) -> evaluation_pb2.MonitorState:
+    clock.advance(timedelta(minutes=1))
+    await monitors.evaluate_all()
+    (state,) = monitors.list("p")
+    return state
+
+
+async def test_a_trip_latches_until_the_number_recovers(
+    control: SqlControlStore, clock: ManualClock, receiver: Receiver, webhooks: Webhooks
+) -> None:
+    windows = Windows()
+    errors = monitor("error_rate", "above", 0.2, webhook=receiver.url)
+    monitors = Monitors([errors], windows, control, webhooks, clock)
+    assert monitors.list("p")[0].condition == C.MONITOR_CONDITION_INSUFFICIENT
+
+    windows.runs, windows.error_rate = 3, 1.0  # below min_samples: not judged
+    state = await _read(monitors, clock)
+    assert (state.condition, state.last.samples, state.last.value) == (
+        C.MONITOR_CONDITION_INSUFFICIENT,
+        3,
+        1.0,
+    )
+    assert "fewer than the 5 needed" in state.last.detail
+
+    windows.runs, windows.error_rate = 10, 0.5
+    tripped = await _read(monitors, clock)
+    assert tripped.condition == C.MONITOR_CONDITION_TRIPPED
+    assert tripped.tripped_at == tripped.last.at
+    assert tripped.last.detail == "error_rate 0.5 is above the threshold 0.2 (10 runs)"
+    assert tripped.monitor.webhook == receiver.host  # the API shows the host alone
+    await eventually_async(lambda: _posted(receiver, 1), timeout=5, interval=0.02)
+
+    windows.runs = 0  # an empty window: silence is not recovery
+    held = await _read(monitors, clock)
+    assert (held.condition, held.tripped_at) == (C.MONITOR_CONDITION_TRIPPED, tripped.tripped_at)
+    assert held.last.samples == 0
+    assert not held.last.HasField("value")
+
+    acknowledged = monitors.acknowledge("p", errors.id)
+    assert acknowledged.condition == C.MONITOR_CONDITION_ACKNOWLEDGED
+    windows.runs, windows.error_rate = 10, 0.3
+    still = await _read(monitors, clock)
+    assert still.condition == C.MONITOR_CONDITION_ACKNOWLEDGED
+
+    windows.error_rate = 0.1
+    cleared = await _read(monitors, clock)
+    assert cleared.condition == C.MONITOR_CONDITION_NOMINAL
+    assert not cleared.HasField("tripped_at")
+    await eventually_async(lambda: _posted(receiver, 2), timeout=5, interval=0.02)
+    assert [(b["transition"], b["monitor_id"], b["samples"]) for b in receiver.bodies] == [
+        ("tripped", "error_rate-above", 10),
+        ("cleared", "error_rate-above", 10),
+    ]
+    assert receiver.bodies[0]["value"] == 0.5
+    assert receiver.bodies[1]["detail"] == "error_rate 0.1 is below the threshold 0.2 (10 runs)"
+
+
+async def test_a_silent_window_trips_a_trace_count_below_whatever_min_samples_says(
+    control: SqlControlStore, clock: ManualClock
+) -> None:
+    windows = Windows()
+    silent = monitor("trace_count", "below", 1, min_samples=50)
+    monitors = Monitors([silent], windows, control, _Unused(), clock)
+    state = await _read(monitors, clock)
+    assert (state.condition, state.last.value, state.last.samples) == (
+        C.MONITOR_CONDITION_TRIPPED,
+        0.0,
+        0,
+    )
+    windows.runs = 7
+    assert (await _read(monitors, clock)).condition == C.MONITOR_CONDITION_NOMINAL
+
+
+@pytest.mark.parametrize(
+    ("watch", "compare", "threshold", "figures", "value"),
+    [
+        ("latency_p95", "above", 2000.0, {"runs": 9, "p95": 3500.0}, 3500.0),
+        ("cost", "above", 1.0, {"runs": 9, "cost": 2.5}, 2.5),
+        ("score_mean", "below", 0.8, {"scores": [0.5] * 6}, 0.5),
+    ],
+)
+async def test_every_trace_watch_reads_its_figure(
+    control: SqlControlStore,
+    clock: ManualClock,
+    watch: str,
+    compare: str,
+    threshold: float,
+    figures: dict[str, Any],
+    value: float,
+) -> None:
+    windows = Windows()
+    extra = {"scorer_id": "contains"} if watch == "score_mean" else {}
+    monitors = Monitors(
+        [monitor(watch, compare, threshold, **extra)], windows, control, _Unused(), clock
+    )
+    for name, figure in figures.items():
+        setattr(windows, name, figure)
+    state = await _read(monitors, clock)
+    assert (state.condition, state.last.value) == (C.MONITOR_CONDITION_TRIPPED, value)
+    window = windows.asked[-1] if windows.asked else None
+    if window is not None:
+        assert window[2] - window[1] == 300 * 1_000_000_000
+
+
+async def test_the_condition_survives_a_restart_and_disabled_monitors_are_not_read(
+    control: SqlControlStore, clock: ManualClock
+) -> None:
+    windows = Windows()
+    windows.runs, windows.error_rate = 10, 0.9
+    errors = monitor("error_rate", "above", 0.2)
+    off = monitor("cost", "above", 0.0, enabled=False)
+    first = Monitors([errors, off], windows, control, _Unused(), clock)
+    clock.advance(timedelta(minutes=1))
+    assert await first.evaluate_all() == 1
+    tripped_at = first.list("p")[1].tripped_at
+
+    again = Monitors([errors, off], windows, control, _Unused(), clock)
+    states = {state.monitor.id: state for state in again.list("p")}
+    assert states["error_rate-above"].condition == C.MONITOR_CONDITION_TRIPPED
+    assert states["error_rate-above"].tripped_at == tripped_at
+    assert states["cost-above"].condition == C.MONITOR_CONDITION_INSUFFICIENT
+    assert not states["cost-above"].HasField("last")
+
+
+async def test_acknowledging_names_what_it_cannot(
+    control: SqlControlStore, clock: ManualClock
+) -> None:
+    monitors = Monitors([monitor("cost", "above", 1.0)], Windows(), control, _Unused(), clock)
+    with pytest.raises(NotFound) as missing:
+        monitors.acknowledge("p", "nope")
+    assert missing.value.field == "monitor_id"
+    with pytest.raises(NotFound):
+        monitors.acknowledge("other-project", "cost-above")
+    with pytest.raises(FailedPrecondition, match="insufficient"):
+        monitors.acknowledge("p", "cost-above")
+
+
+def _posted(receiver: Receiver, count: int) -> None:
+    assert len(receiver.bodies) == count
+
+
+class _Unused:
+    """An announcer for monitors without a webhook: never called."""
+
+    def announce(self, url: str, body: dict[str, object]) -> None:
+        raise AssertionError("no webhook is configured")

@@ -1,0 +1,169 @@
+"""Monitors end to end: a real `mcpd serve` on SQLite and PostgreSQL, monitors from its
+configuration file, evaluated every half second over the runs ingest stored, read over REST
+and gRPC, acknowledged, and announced to a real webhook receiver once per transition."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import grpc
+import httpx
+import pytest
+
+from mcpd.evaluation.v1 import evaluation_service_pb2, evaluation_service_pb2_grpc
+from mcpd.model.v1 import enums_pb2
+from mcpd.testing.daemon import DaemonProcess
+from mcpd.testing.eventually import eventually
+from tests.e2e.conftest import storage_env
+from tests.e2e.ingest_payloads import new_trace_id, simple_trace
+
+pytestmark = pytest.mark.e2e
+
+SECOND = 1_000_000_000
+
+
+class Receiver:
+    """A real HTTP server recording the JSON bodies POSTed to it."""
+
+    def __init__(self) -> None:
+        self.bodies: list[dict[str, Any]] = []
+        received = self.bodies
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers["content-length"])
+                received.append(json.loads(self.rfile.read(length)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.host = f"127.0.0.1:{self.server.server_port}"
+
+
+@pytest.fixture(scope="module")
+def receiver() -> Iterator[Receiver]:
+    made = Receiver()
+    yield made
+    made.server.shutdown()
+
+
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def daemon(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, receiver: Receiver
+) -> Iterator[DaemonProcess]:
+    directory = tmp_path_factory.mktemp(f"monitors-{request.param}")
+    config = directory / "mcpd.toml"
+    config.write_text(
+        f"""
+[evaluation]
+monitor_interval_s = 0.5
+
+[[monitors]]
+id = "failing"
+name = "Runs failing"
+watch = "error_rate"
+compare = "above"
+threshold = 0.4
+window_seconds = 3600
+min_samples = 2
+webhook = "http://{receiver.host}/hooks/secret-token"
+
+[[monitors]]
+id = "silent"
+name = "Nothing arrives"
+watch = "trace_count"
+compare = "below"
+threshold = 1
+window_seconds = 5
+min_samples = 100
+"""
+    )
+    env = {**storage_env(request.param, directory, request), "MCPD_CONFIG": str(config)}
+    with DaemonProcess(extra_env=env) as running:
+        yield running
+
+
+def _ingest(daemon: DaemonProcess, *, failing: bool, count: int) -> None:
+    now = time.time_ns()
+    spans = []
+    for _ in range(count):
+        run = simple_trace(new_trace_id(), start_ns=now - 10 * SECOND, end_ns=now - SECOND)
+        if failing:
+            run[0]["status"] = "error"
+            run[0]["error"] = {"message": "it broke"}
+        spans += run
+    answer = httpx.post(f"{daemon.http_url}/v1/api/ingest", json={"spans": spans}, timeout=30)
+    assert answer.status_code == 200, answer.text
+
+
+def _states(daemon: DaemonProcess) -> dict[str, dict[str, Any]]:
+    answer = httpx.get(f"{daemon.http_url}/v1/api/monitors", timeout=30)
+    assert answer.status_code == 200, answer.text
+    return {state["monitor"]["id"]: state for state in answer.json()["monitors"]}
+
+
+def _condition(daemon: DaemonProcess, monitor_id: str, condition: str) -> dict[str, Any]:
+    state = _states(daemon)[monitor_id]
+    assert state["condition"] == condition, state
+    return state
+
+
+def test_a_monitor_trips_is_acknowledged_and_clears(
+    daemon: DaemonProcess, receiver: Receiver
+) -> None:
+    before = len(receiver.bodies)
+    _ingest(daemon, failing=True, count=3)
+    tripped = eventually(lambda: _condition(daemon, "failing", "tripped"), timeout=20)
+    assert tripped["monitor"]["webhook"] == receiver.host  # never the path with its token
+    assert tripped["last"]["value"] == 1.0
+    assert tripped["last"]["samples"] == 3
+    assert tripped["tripped_at"] <= tripped["last"]["at"]
+
+    with grpc.insecure_channel(daemon.grpc_addr) as channel:
+        stub = evaluation_service_pb2_grpc.EvaluationServiceStub(channel)
+        acknowledged = stub.AcknowledgeMonitor(
+            evaluation_service_pb2.AcknowledgeMonitorRequest(monitor_id="failing"), timeout=30
+        )
+        assert acknowledged.condition == enums_pb2.MONITOR_CONDITION_ACKNOWLEDGED
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.AcknowledgeMonitor(
+                evaluation_service_pb2.AcknowledgeMonitorRequest(monitor_id="nope"), timeout=30
+            )
+        assert refused.value.code() is grpc.StatusCode.NOT_FOUND
+
+    _ingest(daemon, failing=False, count=6)
+    cleared = eventually(lambda: _condition(daemon, "failing", "nominal"), timeout=20)
+    assert cleared["last"]["samples"] == 9
+    assert "tripped_at" not in cleared
+
+    def announced() -> list[tuple[str, str]]:
+        found = [(body["transition"], body["monitor_id"]) for body in receiver.bodies[before:]]
+        assert len(found) == 2
+        return found
+
+    assert eventually(announced, timeout=10) == [("tripped", "failing"), ("cleared", "failing")]
+
+
+def test_a_silent_window_trips_a_trace_count_monitor(daemon: DaemonProcess) -> None:
+    # The runs of this module start ten seconds before they are sent: never in the last five.
+    state = eventually(lambda: _condition(daemon, "silent", "tripped"), timeout=20)
+    assert (state["last"]["value"], state["last"]["samples"]) == (0.0, 0)
+    assert "webhook" not in state["monitor"]
+    assert state["monitor"]["min_samples"] == 100  # which a silent window does not need
+    monitors = f"{daemon.http_url}/v1/api/monitors"
+    over_rest = httpx.post(f"{monitors}/silent/acknowledge", json={}, timeout=30)
+    assert over_rest.status_code == 200, over_rest.text
+    assert over_rest.json()["condition"] == "acknowledged"
+    unknown = httpx.post(f"{monitors}/nope/acknowledge", json={}, timeout=30)
+    assert (unknown.status_code, unknown.json()["error"]["field"]) == (404, "monitor_id")

@@ -1,0 +1,91 @@
+"""`[[monitors]]`: every key read, defaults filled, and each mistake named as monitors[i].key
+with the webhook URL kept out of the message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcpd.runtime.errors import InvalidArgument
+from mcpd.runtime.monitor_config import MonitorSettings, parse_monitors
+
+BASE = {
+    "id": "errors",
+    "name": "Failing",
+    "watch": "error_rate",
+    "compare": "above",
+    "threshold": 0.2,
+    "window_seconds": 900,
+}
+
+
+def test_every_key_is_read_and_defaults_filled() -> None:
+    full = {
+        **BASE,
+        "id": "quality",
+        "project": "support",
+        "watch": "score_mean",
+        "compare": "below",
+        "threshold": 1,
+        "min_samples": 20,
+        "scorer_id": "contains",
+        "webhook": "https://hooks.example.com/T0/B0/secret",
+        "enabled": False,
+    }
+    assert parse_monitors([BASE, full], "mcpd.toml", default_project="default") == (
+        MonitorSettings("errors", "Failing", "default", "error_rate", "above", 0.2, 900),
+        MonitorSettings(
+            "quality",
+            "Failing",
+            "support",
+            "score_mean",
+            "below",
+            1.0,
+            900,
+            min_samples=20,
+            scorer_id="contains",
+            webhook="https://hooks.example.com/T0/B0/secret",
+            enabled=False,
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "words"),
+    [
+        ({"colour": "red"}, "monitors[0].colour", "unknown monitor setting"),
+        ({"watch": "errors"}, "monitors[0].watch", "expected one of error_rate"),
+        ({"compare": "over"}, "monitors[0].compare", "expected one of above, below"),
+        ({"threshold": "high"}, "monitors[0].threshold", "finite number"),
+        ({"threshold": float("nan")}, "monitors[0].threshold", "finite number"),
+        ({"window_seconds": 0}, "monitors[0].window_seconds", "at least 1"),
+        ({"min_samples": -1}, "monitors[0].min_samples", "at least 0"),
+        ({"enabled": "yes"}, "monitors[0].enabled", "true or false"),
+        ({"id": "Bad Id"}, "monitors[0].id", "must match"),
+        ({"scorer_id": "contains"}, "monitors[0].scorer_id", "score_mean"),
+        ({"watch": "score_mean"}, "monitors[0].scorer_id", "score_mean"),
+        ({"webhook": "ftp://user:pw@example.com/x"}, "monitors[0].webhook", "http or https"),
+    ],
+)
+def test_a_mistake_names_its_key(changes: dict[str, Any], field: str, words: str) -> None:
+    with pytest.raises(InvalidArgument, match=words) as refused:
+        parse_monitors([{**BASE, **changes}], "mcpd.toml", default_project="default")
+    assert refused.value.field == field
+    assert "pw@" not in refused.value.message
+
+
+def test_a_missing_key_an_id_used_twice_and_a_table_that_is_not_an_array() -> None:
+    without = {key: value for key, value in BASE.items() if key != "threshold"}
+    with pytest.raises(InvalidArgument) as missing:
+        parse_monitors([without], "f", default_project="d")
+    assert (missing.value.field, "is required" in missing.value.message) == (
+        "monitors[0].threshold",
+        True,
+    )
+    with pytest.raises(InvalidArgument) as twice:
+        parse_monitors([BASE, BASE], "f", default_project="d")
+    assert twice.value.field == "monitors[1].id"
+    with pytest.raises(InvalidArgument) as table:
+        parse_monitors(BASE, "f", default_project="d")
+    assert table.value.field == "monitors"
