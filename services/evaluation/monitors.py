@@ -23,30 +23,34 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import Protocol
-from urllib.parse import urlsplit
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from mcpd.model.v1 import enums_pb2, evaluation_pb2, query_pb2
 from mcpd.runtime.clock import Clock, epoch_nanos
 from mcpd.runtime.errors import NotFound, quoted
-from mcpd.storage.interfaces import MonitorStates
-from services.evaluation.latch import Condition, Latched, Transition, acknowledge, after_reading
+from mcpd.storage.interfaces import WatchStates
+from mcpd.storage.records import WatchState
+from services.evaluation.latch import Transition, acknowledge, after_reading
+from services.evaluation.watching import (
+    Announcer,
+    condition_number,
+    last_reading,
+    latched_of,
+    read_every,
+    stored_state,
+    timestamp,
+    webhook_host,
+)
 
-__all__ = ["Announcer", "Monitors", "WindowReads", "webhook_host"]
+__all__ = ["MONITOR", "Monitors", "WindowReads"]
+
+MONITOR = "monitor"
 
 log = logging.getLogger("mcpd.evaluation")
 _NS = 1_000_000_000
-_CONDITIONS = {
-    Condition.NOMINAL: enums_pb2.MONITOR_CONDITION_NOMINAL,
-    Condition.TRIPPED: enums_pb2.MONITOR_CONDITION_TRIPPED,
-    Condition.ACKNOWLEDGED: enums_pb2.MONITOR_CONDITION_ACKNOWLEDGED,
-    Condition.INSUFFICIENT: enums_pb2.MONITOR_CONDITION_INSUFFICIENT,
-}
-_LATCHED = {number: condition for condition, number in _CONDITIONS.items()}
 
 
 class WindowReads(Protocol):
@@ -65,12 +69,6 @@ class WindowReads(Protocol):
         ...
 
 
-class Announcer(Protocol):
-    """Sends a transition to a webhook, in the background."""
-
-    def announce(self, url: str, body: dict[str, object]) -> None: ...
-
-
 @dataclass(frozen=True, slots=True)
 class _Reading:
     value: float | None
@@ -86,7 +84,7 @@ class Monitors:
         self,
         monitors: Sequence[evaluation_pb2.Monitor],
         reads: WindowReads,
-        states: MonitorStates,
+        states: WatchStates,
         announcer: Announcer,
         clock: Clock,
     ) -> None:
@@ -98,19 +96,13 @@ class Monitors:
 
     async def run(self, stop: asyncio.Event, *, interval_s: float) -> None:
         """Read every enabled monitor every `interval_s` until `stop` is set."""
-        while not stop.is_set():
-            try:
-                await self.evaluate_all()
-            except Exception:  # the next round tries again: a monitor loop must not die
-                log.exception("monitors could not be evaluated")
-            with suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=interval_s)
+        await read_every(self.evaluate_all, "monitors", stop, interval_s)
 
     async def evaluate_all(self) -> int:
         """Read every enabled monitor once; how many were read."""
         enabled = [monitor for monitor in self._monitors.values() if monitor.enabled]
         ids = [monitor.id for monitor in enabled]
-        stored = await asyncio.to_thread(self._states.monitor_states, ids)
+        stored = await asyncio.to_thread(self._states.watch_states, MONITOR, ids)
         for monitor in enabled:
             try:
                 await self._evaluate(monitor, stored.get(monitor.id))
@@ -122,7 +114,7 @@ class Monitors:
         """The project's monitors, in id order, each with its condition and last reading
         (blocking: from a worker thread)."""
         mine = sorted((m for m in self._monitors.values() if m.project == project), key=_id)
-        stored = self._states.monitor_states([monitor.id for monitor in mine])
+        stored = self._states.watch_states(MONITOR, [monitor.id for monitor in mine])
         return [_shown(monitor, stored.get(monitor.id)) for monitor in mine]
 
     def acknowledge(self, project: str, monitor_id: str) -> evaluation_pb2.MonitorState:
@@ -131,33 +123,33 @@ class Monitors:
         monitor = self._monitors.get(monitor_id)
         if monitor is None or monitor.project != project:
             raise NotFound(f"no monitor {quoted(monitor_id)} in this project", field="monitor_id")
-        state = self._states.monitor_states([monitor_id]).get(monitor_id)
-        latched = acknowledge(_latched(state), f"monitor {quoted(monitor_id)}")
-        saved = _state(monitor, latched, state.last if state is not None else None)
-        self._states.save_monitor_state(saved)
+        state = self._states.watch_states(MONITOR, [monitor_id]).get(monitor_id)
+        latched = acknowledge(latched_of(state), f"monitor {quoted(monitor_id)}")
+        saved = stored_state(latched, last_reading(state, evaluation_pb2.MonitorReading))
+        self._states.save_watch_state(MONITOR, monitor_id, saved)
         return _shown(monitor, saved)
 
-    async def _evaluate(
-        self, monitor: evaluation_pb2.Monitor, stored: evaluation_pb2.MonitorState | None
-    ) -> None:
+    async def _evaluate(self, monitor: evaluation_pb2.Monitor, stored: WatchState | None) -> None:
         now = epoch_nanos(self._clock.now())
         reading = await self._read(monitor, now)
-        latched, transition = after_reading(_latched(stored), breaching=reading.breaching, now=now)
+        breaching = reading.breaching
+        latched, transition = after_reading(latched_of(stored), breaching=breaching, now=now)
         last = evaluation_pb2.MonitorReading(
             monitor_id=monitor.id,
-            at=_timestamp(now),
+            at=timestamp(now),
             samples=reading.samples,
-            condition=_CONDITIONS[latched.condition],
+            condition=condition_number(latched.condition),
             detail=reading.detail,
         )
         if reading.value is not None:
             last.value = reading.value
-        await asyncio.to_thread(self._states.save_monitor_state, _state(monitor, latched, last))
+        saved = stored_state(latched, last)
+        await asyncio.to_thread(self._states.save_watch_state, MONITOR, monitor.id, saved)
         if transition is not None and monitor.HasField("webhook"):
             self._announcer.announce(monitor.webhook, _announcement(monitor, transition, last))
 
     async def _read(self, monitor: evaluation_pb2.Monitor, now: int) -> _Reading:
-        start, end = _timestamp(now - monitor.window_seconds * _NS), _timestamp(now)
+        start, end = timestamp(now - monitor.window_seconds * _NS), timestamp(now)
         if monitor.watch == enums_pb2.MONITOR_WATCH_SCORE_MEAN:
             value, samples = await self._reads.score_mean(
                 monitor.project, monitor.scorer_id, start, end
@@ -207,44 +199,22 @@ def _watch(monitor: evaluation_pb2.Monitor) -> str:
     return f"{name} of {monitor.scorer_id}" if monitor.HasField("scorer_id") else name
 
 
-def _latched(state: evaluation_pb2.MonitorState | None) -> Latched:
-    if state is None:
-        return Latched()
-    tripped_at = state.tripped_at.ToNanoseconds() if state.HasField("tripped_at") else None
-    return Latched(_LATCHED[state.condition], tripped_at)
-
-
-def _state(
-    monitor: evaluation_pb2.Monitor,
-    latched: Latched,
-    last: evaluation_pb2.MonitorReading | None,
-) -> evaluation_pb2.MonitorState:
-    state = evaluation_pb2.MonitorState(condition=_CONDITIONS[latched.condition])
-    state.monitor.id = monitor.id
-    if last is not None:
-        state.last.CopyFrom(last)
-    if latched.tripped_at is not None:
-        state.tripped_at.CopyFrom(_timestamp(latched.tripped_at))
-    return state
-
-
 def _shown(
-    monitor: evaluation_pb2.Monitor, stored: evaluation_pb2.MonitorState | None
+    monitor: evaluation_pb2.Monitor, stored: WatchState | None
 ) -> evaluation_pb2.MonitorState:
     """A monitor's state as the API shows it: its webhook reduced to the host."""
-    shown = evaluation_pb2.MonitorState(condition=enums_pb2.MONITOR_CONDITION_INSUFFICIENT)
-    if stored is not None:
-        shown.CopyFrom(stored)
-    shown.monitor.CopyFrom(monitor)
+    latched = latched_of(stored)
+    shown = evaluation_pb2.MonitorState(
+        monitor=monitor, condition=condition_number(latched.condition)
+    )
+    last = last_reading(stored, evaluation_pb2.MonitorReading)
+    if last is not None:
+        shown.last.CopyFrom(last)
+    if latched.tripped_at is not None:
+        shown.tripped_at.CopyFrom(timestamp(latched.tripped_at))
     if monitor.HasField("webhook"):
         shown.monitor.webhook = webhook_host(monitor.webhook)
     return shown
-
-
-def webhook_host(url: str) -> str:
-    """The host (and port) of a webhook URL: all the API shows of it, since a webhook URL is
-    often its own credential."""
-    return urlsplit(url).netloc.rpartition("@")[2]
 
 
 def _announcement(
@@ -265,12 +235,6 @@ def _announcement(
     if reading.HasField("value"):
         body["value"] = reading.value
     return body
-
-
-def _timestamp(nanos: int) -> Timestamp:
-    stamp = Timestamp()
-    stamp.FromNanoseconds(nanos)
-    return stamp
 
 
 def _id(monitor: evaluation_pb2.Monitor) -> str:

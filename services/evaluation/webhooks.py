@@ -18,7 +18,7 @@ from contextlib import suppress
 
 import httpx
 
-from services.evaluation.monitors import webhook_host
+from services.evaluation.watching import webhook_host
 
 __all__ = ["Webhooks"]
 

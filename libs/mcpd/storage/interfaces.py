@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from mcpd.model.v1 import account_pb2, evaluation_pb2, query_pb2
+from mcpd.model.v1 import account_pb2, query_pb2
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
 from mcpd.signals.queries import (
     CostPoint,
@@ -37,7 +37,13 @@ from mcpd.signals.queries import (
     Window,
 )
 from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
-from mcpd.storage.records import AuditPage, StoredAccount, StoredKey, StoredSession
+from mcpd.storage.records import (
+    AuditPage,
+    StoredAccount,
+    StoredKey,
+    StoredSession,
+    WatchState,
+)
 from mcpd.storage.run_records import (
     NewDefinition,
     ParkedEventRow,
@@ -603,16 +609,16 @@ class PriceOverrides(Protocol):
 
 
 @runtime_checkable
-class MonitorStates(Protocol):
-    """The latched condition of each monitor, with its last reading, across restarts."""
+class WatchStates(Protocol):
+    """The latched condition of each monitor and objective, with its last reading, across
+    restarts; `kind` is `monitor` or `slo`."""
 
-    def monitor_states(self, monitor_ids: Sequence[str]) -> dict[str, evaluation_pb2.MonitorState]:
-        """The stored state of each monitor that has one, by id (its `monitor` holds the id
-        alone)."""
+    def watch_states(self, kind: str, watch_ids: Sequence[str]) -> dict[str, WatchState]:
+        """The stored state of each of `watch_ids` that has one, by id."""
         ...
 
-    def save_monitor_state(self, state: evaluation_pb2.MonitorState) -> None:
-        """Store `state` under `state.monitor.id`, replacing what was there."""
+    def save_watch_state(self, kind: str, watch_id: str, state: WatchState) -> None:
+        """Store `state` for the watch, replacing what was there."""
         ...
 
 
@@ -625,7 +631,7 @@ class ControlStore(
     AccountRecords,
     ProjectCatalog,
     PriceOverrides,
-    MonitorStates,
+    WatchStates,
     Protocol,
 ):
     """Projects, accounts, API key digests, sessions, the audit log, the price book and the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from mcpd.model.v1 import account_pb2
 
@@ -56,3 +57,14 @@ class AuditPage:
 
     events: list[account_pb2.AuditEvent]
     next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class WatchState:
+    """The latched condition of a monitor or an objective: `condition` as the spec names it
+    (nominal, tripped, acknowledged, insufficient), since when it is tripped (ns) and its last
+    reading in the spec's JSON (MonitorReading or SloReading)."""
+
+    condition: str
+    tripped_at: int | None = None
+    last: dict[str, Any] | None = None

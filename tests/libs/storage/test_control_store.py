@@ -8,9 +8,8 @@ import pytest
 from google.protobuf import struct_pb2
 from sqlalchemy import Table, update
 
-from mcpd.model.v1 import enums_pb2, evaluation_pb2
 from mcpd.runtime.clock import ManualClock
-from mcpd.storage.records import StoredAccount, StoredKey, StoredSession
+from mcpd.storage.records import StoredAccount, StoredKey, StoredSession, WatchState
 from mcpd.storage.sql.control_store import SqlControlStore
 from mcpd.storage.sql.schema import control
 
@@ -92,21 +91,15 @@ def test_records_name_their_tables_columns(table: Table, record: type) -> None:
     assert set(table.c.keys()) == {field.name for field in fields(record)}
 
 
-def test_a_monitor_state_round_trips_and_is_replaced(control_store: SqlControlStore) -> None:
-    assert control_store.monitor_states(["errors"]) == {}
-    state = evaluation_pb2.MonitorState(condition=enums_pb2.MONITOR_CONDITION_TRIPPED)
-    state.monitor.id = "errors"
-    state.tripped_at.FromNanoseconds(1_764_000_000_123_000_000)
-    state.last.monitor_id = "errors"
-    state.last.at.FromNanoseconds(1_764_000_000_123_000_000)
-    state.last.value = 0.5
-    state.last.samples = 10
-    state.last.condition = enums_pb2.MONITOR_CONDITION_TRIPPED
-    state.last.detail = "error_rate 0.5 is above the threshold 0.2 (10 runs)"
-    control_store.save_monitor_state(state)
-    assert control_store.monitor_states(["errors", "other"]) == {"errors": state}
-
-    cleared = evaluation_pb2.MonitorState(condition=enums_pb2.MONITOR_CONDITION_NOMINAL)
-    cleared.monitor.id = "errors"
-    control_store.save_monitor_state(cleared)
-    assert control_store.monitor_states(["errors"]) == {"errors": cleared}
+def test_a_watch_state_round_trips_and_is_replaced(control_store: SqlControlStore) -> None:
+    assert control_store.watch_states("monitor", ["errors"]) == {}
+    reading = {"monitor_id": "errors", "value": 0.5, "samples": 10, "condition": "tripped"}
+    tripped = WatchState("tripped", 1_764_000_000_123_000_000, reading)
+    control_store.save_watch_state("monitor", "errors", tripped)
+    control_store.save_watch_state("slo", "errors", WatchState("insufficient"))
+    assert control_store.watch_states("monitor", ["errors", "other"]) == {"errors": tripped}
+    assert control_store.watch_states("slo", ["errors"]) == {"errors": WatchState("insufficient")}
+    control_store.save_watch_state("monitor", "errors", WatchState("nominal", None, reading))
+    assert control_store.watch_states("monitor", ["errors"]) == {
+        "errors": WatchState("nominal", None, reading)
+    }

@@ -45,7 +45,7 @@ PARTS: dict[type, tuple[type, ...]] = {
         interfaces.AccountRecords,
         interfaces.ProjectCatalog,
         interfaces.PriceOverrides,
-        interfaces.MonitorStates,
+        interfaces.WatchStates,
     ),
 }
 BACKENDS: dict[type, tuple[type, ...]] = {

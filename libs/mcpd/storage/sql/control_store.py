@@ -28,11 +28,16 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.sql.dml import Insert
 
-from mcpd import codec
-from mcpd.model.v1 import account_pb2, enums_pb2, evaluation_pb2
+from mcpd.model.v1 import account_pb2
 from mcpd.runtime.clock import Clock, SystemClock, epoch_nanos
 from mcpd.runtime.errors import AlreadyExists, InvalidArgument, NotFound, quoted
-from mcpd.storage.records import AuditPage, StoredAccount, StoredKey, StoredSession
+from mcpd.storage.records import (
+    AuditPage,
+    StoredAccount,
+    StoredKey,
+    StoredSession,
+    WatchState,
+)
 from mcpd.storage.sql import audit, convert
 from mcpd.storage.sql.base import SqlStore
 from mcpd.storage.sql.dialect import insert_ignore, upsert
@@ -267,31 +272,28 @@ class SqlControlStore(SqlStore):
             )
         return _record(StoredKey, row)
 
-    # Monitors' latched conditions
+    # The latched conditions of monitors and objectives
 
-    def monitor_states(self, monitor_ids: Sequence[str]) -> dict[str, evaluation_pb2.MonitorState]:
-        """The stored state of each monitor that has one, by id (its `monitor` holds the id
-        alone)."""
-        if not monitor_ids:
+    def watch_states(self, kind: str, watch_ids: Sequence[str]) -> dict[str, WatchState]:
+        """The stored state of each of `watch_ids` that has one, by id."""
+        if not watch_ids:
             return {}
         w = watch_states.c
         statement = select(w.watch_id, w.condition, w.tripped_at, w.last).where(
-            w.kind == _MONITOR, w.watch_id.in_(list(monitor_ids))
+            w.kind == kind, w.watch_id.in_(list(watch_ids))
         )
         with read_connection(self._engine) as conn:
             rows = conn.execute(statement).all()
-        return {row.watch_id: _monitor_state(row) for row in rows}
+        return {row.watch_id: WatchState(row.condition, row.tripped_at, row.last) for row in rows}
 
-    def save_monitor_state(self, state: evaluation_pb2.MonitorState) -> None:
-        """Store `state` under `state.monitor.id`, replacing what was there."""
+    def save_watch_state(self, kind: str, watch_id: str, state: WatchState) -> None:
+        """Store `state` for the watch, replacing what was there."""
         row = {
-            "kind": _MONITOR,
-            "watch_id": state.monitor.id,
-            "condition": _CONDITION_NAMES[state.condition],
-            "tripped_at": state.tripped_at.ToNanoseconds()
-            if state.HasField("tripped_at")
-            else None,
-            "last": codec.encode(state.last) if state.HasField("last") else None,
+            "kind": kind,
+            "watch_id": watch_id,
+            "condition": state.condition,
+            "tripped_at": state.tripped_at,
+            "last": state.last,
             "updated_at": epoch_nanos(self._clock.now()),
         }
         with self._engine.begin() as conn:
@@ -416,20 +418,4 @@ def _record(record_type: type[_Record], row: RowMapping) -> _Record:
     return record_type(**values)
 
 
-_MONITOR = "monitor"
 _WATCH_COLUMNS = ("condition", "tripped_at", "last", "updated_at")
-_CONDITION_NAMES = {
-    number: name.removeprefix("MONITOR_CONDITION_").lower()
-    for name, number in enums_pb2.MonitorCondition.items()
-}
-_CONDITION_NUMBERS = {name: number for number, name in _CONDITION_NAMES.items()}
-
-
-def _monitor_state(row: Any) -> evaluation_pb2.MonitorState:
-    state = evaluation_pb2.MonitorState(condition=_CONDITION_NUMBERS[row.condition])
-    state.monitor.id = row.watch_id
-    if row.tripped_at is not None:
-        state.tripped_at.FromNanoseconds(row.tripped_at)
-    if row.last is not None:
-        state.last.CopyFrom(codec.decode(row.last, evaluation_pb2.MonitorReading))
-    return state
