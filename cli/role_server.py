@@ -120,9 +120,9 @@ async def serve_roles(
                 peers(role_table.INGEST_SERVICE), credential.metadata("orchestrator")
             )
             _in_background(stack, outbox.run, name="run-spans")
-    monitors = None
+    watches = None
     if "evaluation" in roles:
-        monitors = _watch_monitors(stack, settings, stores, clock, peers, credential, primary)
+        watches = _watch(stack, settings, stores, clock, peers, credential, primary)
     registrations = role_table.registrations(
         grpc_roles,
         stores,
@@ -132,7 +132,7 @@ async def serve_roles(
         service=credential,
         ingest=ingest,
         orchestrator=orchestrator,
-        monitors=monitors,
+        watches=watches,
     )
     server = await stack.enter_async_context(
         GrpcServer(
@@ -224,7 +224,7 @@ def _tick_timers(
     return orchestrator
 
 
-def _watch_monitors(
+def _watch(
     stack: AsyncExitStack,
     settings: Settings,
     stores: Stores,
@@ -232,18 +232,20 @@ def _watch_monitors(
     peers: role_table.ChannelFor,
     credential: ServiceCredential,
     primary: bool,
-) -> services.evaluation.Monitors:
-    """The evaluation role's monitors, read every `evaluation.monitor_interval_s` and announced
-    to their webhooks in the background until shutdown, by the primary alone (one reading and
-    one announcement per transition per daemon); every process answers their reads."""
+) -> role_table.Watches:
+    """The evaluation role's monitors and objectives, read every
+    `evaluation.monitor_interval_s` and announced to their webhooks in the background until
+    shutdown, by the primary alone (one reading and one announcement per transition per
+    daemon); every process answers their reads."""
     if not primary:
-        return role_table.evaluation_monitors(settings, stores, clock, peers, credential, None)
+        return role_table.evaluation_watches(settings, stores, clock, peers, credential, None)
     webhooks = services.evaluation.Webhooks()
-    monitors = role_table.evaluation_monitors(settings, stores, clock, peers, credential, webhooks)
+    watches = role_table.evaluation_watches(settings, stores, clock, peers, credential, webhooks)
     interval = settings.evaluation.monitor_interval_s
-    _in_background(stack, webhooks.run, name="monitor-webhooks")
-    _in_background(stack, partial(monitors.run, interval_s=interval), name="monitors")
-    return monitors
+    _in_background(stack, webhooks.run, name="webhooks")
+    _in_background(stack, partial(watches.monitors.run, interval_s=interval), name="monitors")
+    _in_background(stack, partial(watches.objectives.run, interval_s=interval), name="slos")
+    return watches
 
 
 def _sweep_retention(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,12 +92,13 @@ def registrations(
     service: ServiceCredential,
     ingest: IngestRole | None = None,
     orchestrator: services.orchestrator.Orchestrator | None = None,
-    monitors: services.evaluation.Monitors | None = None,
+    watches: Watches | None = None,
 ) -> list[ServiceRegistration]:
     """The gRPC services of `roles`, wired to their dependencies; `peers` finds the process
     serving another service, which a role calls presenting `service`, the service credential;
     `ingest` and `orchestrator` are those roles, built before their services, when this process
-    serves them (one is made here otherwise), and `monitors` the evaluation role's monitors."""
+    serves them (one is made here otherwise), and `watches` the evaluation role's monitors and
+    objectives."""
     found: list[ServiceRegistration] = []
     security = settings.security
     for role in roles:
@@ -142,12 +144,13 @@ def registrations(
                 found += orchestrator.registrations()
             case "evaluation":
                 calls = service.metadata("evaluation")
-                if monitors is None:
-                    monitors = evaluation_monitors(settings, stores, clock, peers, service, None)
+                if watches is None:
+                    watches = evaluation_watches(settings, stores, clock, peers, service, None)
                 found += services.evaluation.registrations(
                     services.evaluation.QueryTraces(peers(QUERY_SERVICE), calls),
                     services.evaluation.IngestScores(peers(INGEST_SERVICE), calls),
-                    monitors,
+                    watches.monitors,
+                    watches.objectives,
                     clock=clock,
                     judge=settings.evaluation,
                     prices=stores.control,
@@ -161,23 +164,45 @@ def registrations(
     return found
 
 
-def evaluation_monitors(
+@dataclass(frozen=True, slots=True)
+class Watches:
+    """The evaluation role's configured monitors and objectives."""
+
+    monitors: services.evaluation.Monitors
+    objectives: services.evaluation.Objectives
+
+
+def evaluation_watches(
     settings: Settings,
     stores: Stores,
     clock: Clock,
     peers: ChannelFor,
     service: ServiceCredential,
     webhooks: services.evaluation.Webhooks | None,
-) -> services.evaluation.Monitors:
-    """The configured monitors, reading their windows from the query service with the service
-    credential and announcing through `webhooks` (none: a process that does not evaluate them,
-    and so announces nothing)."""
-    return services.evaluation.Monitors(
-        services.evaluation.monitors_of(settings.monitors),
-        services.evaluation.QueryWindows(peers(QUERY_SERVICE), service.metadata("evaluation")),
-        stores.control,
-        webhooks if webhooks is not None else services.evaluation.Webhooks(),
-        clock,
+) -> Watches:
+    """The configured monitors and objectives, reading their windows from the query service
+    with the service credential and announcing through `webhooks` (none: a process that does
+    not evaluate them, and so announces nothing)."""
+    windows = services.evaluation.QueryWindows(peers(QUERY_SERVICE), service.metadata("evaluation"))
+    announcer = webhooks if webhooks is not None else services.evaluation.Webhooks()
+    evaluation = settings.evaluation
+    return Watches(
+        services.evaluation.Monitors(
+            services.evaluation.monitors_of(settings.monitors),
+            windows,
+            stores.control,
+            announcer,
+            clock,
+        ),
+        services.evaluation.Objectives(
+            services.evaluation.objectives_of(settings.slos),
+            windows,
+            stores.control,
+            announcer,
+            clock,
+            fast_burn=evaluation.slo_fast_burn,
+            slow_burn=evaluation.slo_slow_burn,
+        ),
     )
 
 

@@ -1,5 +1,5 @@
-"""Scorers, datasets, experiments, monitors and SLOs: the scorers, scoring passes and
-monitors so far."""
+"""Scorers, datasets, experiments, monitors and SLOs: all but datasets and experiments so
+far."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from mcpd.evaluation.v1 import evaluation_service_pb2, evaluation_service_pb2_gr
 from mcpd.model.v1 import evaluation_pb2
 from mcpd.runtime.servicers import pending_rpcs
 from services.evaluation.monitors import Monitors
+from services.evaluation.objectives import Objectives
 from services.evaluation.scorers import scorer_info
 from services.evaluation.scoring import Scoring
 
@@ -23,9 +24,10 @@ class EvaluationServicer(evaluation_service_pb2_grpc.EvaluationServiceServicer):
     """The scorers and scoring passes; every other RPC answers UNIMPLEMENTED until the rest of
     the evaluation issue lands."""
 
-    def __init__(self, scoring: Scoring, monitors: Monitors) -> None:
+    def __init__(self, scoring: Scoring, monitors: Monitors, objectives: Objectives) -> None:
         self._scoring = scoring
         self._monitors = monitors
+        self._objectives = objectives
 
     async def ListScorers(
         self, request: evaluation_service_pb2.ListScorersRequest, context: Context
@@ -50,4 +52,17 @@ class EvaluationServicer(evaluation_service_pb2_grpc.EvaluationServiceServicer):
     ) -> evaluation_pb2.MonitorState:
         return await asyncio.to_thread(
             self._monitors.acknowledge, request.project, request.monitor_id
+        )
+
+    async def ListSlos(
+        self, request: evaluation_service_pb2.ListSlosRequest, context: Context
+    ) -> evaluation_service_pb2.ListSlosResponse:
+        states = await asyncio.to_thread(self._objectives.list, request.project)
+        return evaluation_service_pb2.ListSlosResponse(slos=states)
+
+    async def AcknowledgeSlo(
+        self, request: evaluation_service_pb2.AcknowledgeSloRequest, context: Context
+    ) -> evaluation_pb2.SloState:
+        return await asyncio.to_thread(
+            self._objectives.acknowledge, request.project, request.slo_id
         )

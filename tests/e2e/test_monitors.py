@@ -1,5 +1,5 @@
-"""Monitors end to end: a real `mcpd serve` on SQLite and PostgreSQL, monitors from its
-configuration file, evaluated every half second over the runs ingest stored, read over REST
+"""Monitors and objectives end to end: a real `mcpd serve` on SQLite and PostgreSQL, both from
+its configuration file, evaluated every half second over the runs ingest stored, read over REST
 and gRPC, acknowledged, and announced to a real webhook receiver once per transition."""
 
 from __future__ import annotations
@@ -87,6 +87,14 @@ compare = "below"
 threshold = 1
 window_seconds = 5
 min_samples = 100
+
+[[slos]]
+id = "answers"
+name = "Runs succeed"
+objective = 0.95
+window_days = 1
+min_samples = 2
+webhook = "http://{receiver.host}/hooks/slo-token"
 """
     )
     env = {**storage_env(request.param, directory, request), "MCPD_CONFIG": str(config)}
@@ -119,12 +127,30 @@ def _condition(daemon: DaemonProcess, monitor_id: str, condition: str) -> dict[s
     return state
 
 
-def test_a_monitor_trips_is_acknowledged_and_clears(
+def _objective(daemon: DaemonProcess, condition: str) -> dict[str, Any]:
+    answer = httpx.get(f"{daemon.http_url}/v1/api/slos", timeout=30)
+    assert answer.status_code == 200, answer.text
+    (state,) = answer.json()["slos"]
+    assert state["condition"] == condition, state
+    return dict(state)
+
+
+def test_a_monitor_and_an_objective_trip_are_acknowledged_and_clear(
     daemon: DaemonProcess, receiver: Receiver
 ) -> None:
     before = len(receiver.bodies)
     _ingest(daemon, failing=True, count=3)
     tripped = eventually(lambda: _condition(daemon, "failing", "tripped"), timeout=20)
+    # Every run failed against a 5 % budget: both burn windows at 20x.
+    burning = eventually(lambda: _objective(daemon, "tripped"), timeout=20)
+    assert burning["last"]["burn_fast"] == pytest.approx(20.0)
+    assert burning["last"]["burn_slow"] == pytest.approx(20.0)
+    assert (burning["last"]["success_rate"], burning["last"]["samples"]) == (0.0, 3)
+    assert burning["slo"]["webhook"] == receiver.host
+    acknowledged_slo = httpx.post(
+        f"{daemon.http_url}/v1/api/slos/answers/acknowledge", json={}, timeout=30
+    )
+    assert acknowledged_slo.json()["condition"] == "acknowledged", acknowledged_slo.text
     assert tripped["monitor"]["webhook"] == receiver.host  # never the path with its token
     assert tripped["last"]["value"] == 1.0
     assert tripped["last"]["samples"] == 3
@@ -146,13 +172,24 @@ def test_a_monitor_trips_is_acknowledged_and_clears(
     cleared = eventually(lambda: _condition(daemon, "failing", "nominal"), timeout=20)
     assert cleared["last"]["samples"] == 9
     assert "tripped_at" not in cleared
+    # 3 of 9 failed: a third against a 5 % budget burns at 6.67x, under the hour's 14.4.
+    recovered = eventually(lambda: _objective(daemon, "nominal"), timeout=20)
+    assert recovered["last"]["budget_remaining"] == pytest.approx(1 - (3 / 9) / 0.05)
 
-    def announced() -> list[tuple[str, str]]:
-        found = [(body["transition"], body["monitor_id"]) for body in receiver.bodies[before:]]
-        assert len(found) == 2
+    def announced() -> list[tuple[str, str, str]]:
+        found = [
+            (body["kind"], body["transition"], body.get("monitor_id") or body["slo_id"])
+            for body in receiver.bodies[before:]
+        ]
+        assert len(found) == 4
         return found
 
-    assert eventually(announced, timeout=10) == [("tripped", "failing"), ("cleared", "failing")]
+    assert sorted(eventually(announced, timeout=10)) == [
+        ("monitor", "cleared", "failing"),
+        ("monitor", "tripped", "failing"),
+        ("slo", "cleared", "answers"),
+        ("slo", "tripped", "answers"),
+    ]
 
 
 def test_a_silent_window_trips_a_trace_count_monitor(daemon: DaemonProcess) -> None:

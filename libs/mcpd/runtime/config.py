@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from mcpd.runtime import _config_values as values
 from mcpd.runtime.errors import InvalidArgument, NotFound
 from mcpd.runtime.logging import redact_url
-from mcpd.runtime.monitor_config import MonitorSettings, parse_monitors
+from mcpd.runtime.watch_config import MonitorSettings, SloSettings, parse_monitors, parse_slos
 
 CONFIG_ENV = "MCPD_CONFIG"
 DATA_DIR_ENV = "MCPD_DATA_DIR"
@@ -243,7 +243,8 @@ class EvaluationSettings:
     servers need none). `judge_timeout_s` bounds one judge call; `judge_concurrency` is how many
     calls one scoring pass makes at once. Together they cap the runs a judged pass takes: as many
     as fit in the request's deadline (docs/evaluation.md). `monitor_interval_s` is how often the
-    monitors (`[[monitors]]`) are read.
+    monitors (`[[monitors]]`) and objectives (`[[slos]]`) are read; an objective trips when its
+    one-hour burn rate exceeds `slo_fast_burn` and its six-hour rate `slo_slow_burn` together.
     """
 
     judge_url: str | None = None
@@ -252,6 +253,8 @@ class EvaluationSettings:
     judge_timeout_s: float = 30.0
     judge_concurrency: int = 4
     monitor_interval_s: float = 60.0
+    slo_fast_burn: float = 14.4
+    slo_slow_burn: float = 6.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -284,8 +287,9 @@ class Settings:
     retention: RetentionSettings = dataclasses.field(default_factory=RetentionSettings)
     orchestrator: OrchestratorSettings = dataclasses.field(default_factory=OrchestratorSettings)
     evaluation: EvaluationSettings = dataclasses.field(default_factory=EvaluationSettings)
-    # `[[monitors]]` tables: from the file alone (`mcpd.runtime.monitor_config`).
+    # `[[monitors]]` and `[[slos]]` tables: from the file alone (`mcpd.runtime.watch_config`).
     monitors: tuple[MonitorSettings, ...] = ()
+    slos: tuple[SloSettings, ...] = ()
 
     def __post_init__(self) -> None:
         for name in PEER_ADDRESS_KEYS:
@@ -329,7 +333,7 @@ def _key_kinds() -> dict[str, values.Kind]:
 
 
 # Settings that are arrays of tables in the file, read apart from the keys.
-_TABLE_ARRAYS = frozenset({"monitors"})
+_TABLE_ARRAYS = frozenset({"monitors", "slos"})
 KEYS = _key_kinds()
 
 
@@ -382,11 +386,13 @@ def load_settings(
     merged.setdefault("data_dir", _default_data_dir(home))
     settings = _build(merged)
     _validate(settings, sources)
+    project = settings.security.local_project
     if "monitors" in tables:
-        monitors = parse_monitors(
-            tables["monitors"], str(path), default_project=settings.security.local_project
-        )
+        monitors = parse_monitors(tables["monitors"], str(path), default_project=project)
         settings = dataclasses.replace(settings, monitors=monitors)
+    if "slos" in tables:
+        slos = parse_slos(tables["slos"], str(path), default_project=project)
+        settings = dataclasses.replace(settings, slos=slos)
     return settings
 
 
@@ -577,6 +583,10 @@ def _validate_evaluation(
         raise fail(
             "evaluation.monitor_interval_s", f"must be at least {MIN_MONITOR_INTERVAL_S} seconds"
         )
+    for key in ("slo_fast_burn", "slo_slow_burn"):
+        rate = getattr(evaluation, key)
+        if not (math.isfinite(rate) and rate > 0):
+            raise fail(f"evaluation.{key}", "must be a finite positive burn rate")
 
 
 _RETENTION_CAPS = ("spans_days", "logs_days", "metrics_days", "scores_days", "feedback_days")
@@ -632,10 +642,14 @@ def render_settings(settings: Settings) -> str:
             lines.append(f"# {name} is not set")
         else:
             lines.append(f"{name} = {values.toml_value(value, secret=name.endswith('_url'))}")
-    for monitor in settings.monitors:
-        lines += ["", "[[monitors]]"]
-        for field in dataclasses.fields(monitor):
-            value = getattr(monitor, field.name)
+    watches: list[tuple[str, MonitorSettings | SloSettings]] = [
+        *(("monitors", monitor) for monitor in settings.monitors),
+        *(("slos", slo) for slo in settings.slos),
+    ]
+    for table, watch in watches:
+        lines += ["", f"[[{table}]]"]
+        for field in dataclasses.fields(watch):
+            value = getattr(watch, field.name)
             if field.name == "webhook" and value is not None:
                 # A webhook URL is often its own credential: its host alone.
                 lines.append(f"# webhook to {urlsplit(value).hostname} (its URL is not shown)")

@@ -6,13 +6,7 @@ come from a stand-in for the query service (what this test isolates the monitors
 
 from __future__ import annotations
 
-import asyncio
-import json
-import threading
-from collections.abc import AsyncIterator, Iterator
-from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -22,9 +16,9 @@ from mcpd.model.v1 import enums_pb2, evaluation_pb2, query_pb2
 from mcpd.runtime.clock import ManualClock
 from mcpd.runtime.errors import FailedPrecondition, NotFound
 from mcpd.storage.sql.control_store import SqlControlStore
-from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
 from mcpd.testing.eventually import eventually_async
 from services.evaluation.monitors import Monitors
+from services.evaluation.tests.receiver import Receiver
 from services.evaluation.webhooks import Webhooks
 
 C = enums_pb2.MonitorCondition
@@ -57,60 +51,6 @@ class Windows:
     ) -> tuple[float | None, int]:
         mean = sum(self.scores) / len(self.scores) if self.scores else None
         return mean, len(self.scores)
-
-
-class Receiver:
-    """A real HTTP server recording the JSON bodies POSTed to it."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        received = self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers["content-length"])
-                received.append(json.loads(self.rfile.read(length)))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://hook-user:secret@127.0.0.1:{self.server.server_port}/alerts?token=t"
-        self.host = f"127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    made = Receiver()
-    yield made
-    made.server.shutdown()
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(datetime(2026, 12, 1, tzinfo=UTC))
-
-
-@pytest.fixture
-def control(tmp_path: Path, clock: ManualClock) -> Iterator[SqlControlStore]:
-    engine = create_sqlite_engine(tmp_path / "control.db", synchronous=Synchronous.NORMAL)
-    store = SqlControlStore(engine, clock=clock)
-    store.migrate()
-    yield store
-    store.close()
-
-
-@pytest.fixture
-async def webhooks() -> AsyncIterator[Webhooks]:
-    made = Webhooks(first_delay_s=0.01)
-    stop = asyncio.Event()
-    task = asyncio.create_task(made.run(stop))
-    yield made
-    stop.set()
-    await task
 
 
 def monitor(watch: str, compare: str, threshold: float, **fields: Any) -> evaluation_pb2.Monitor:

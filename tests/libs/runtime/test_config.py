@@ -495,10 +495,12 @@ def test_the_judge_key_is_never_in_the_rendered_settings(home: Path, tmp_path: P
         "judge_timeout_s": 30.0,
         "judge_concurrency": 4,
         "monitor_interval_s": 60.0,
+        "slo_fast_burn": 14.4,
+        "slo_slow_burn": 6.0,
     }
 
 
-def test_monitors_are_read_from_the_file_and_shown_without_their_webhook(tmp_path: Path) -> None:
+def test_monitors_and_slos_are_read_from_the_file_and_shown_without_their_webhook(tmp_path: Path) -> None:
     home = tmp_path / "home"
     data = home / ".local" / "share" / "mcpd"
     data.mkdir(parents=True)
@@ -515,6 +517,13 @@ compare = "above"
 threshold = 0.2
 window_seconds = 900
 webhook = "https://hooks.example.com/T0/B0/secret-token"
+
+[[slos]]
+id = "answers"
+name = "Answers"
+objective = 0.99
+window_days = 7
+webhook = "https://hooks.example.com/T0/B0/other-token"
 """
     )
     settings = load_settings(env=_env(home))
@@ -537,3 +546,15 @@ webhook = "https://hooks.example.com/T0/B0/secret-token"
         }
     ]
     assert "# webhook to hooks.example.com" in text
+    assert "other-token" not in text
+    assert tomllib.loads(text)["slos"] == [
+        {
+            "id": "answers",
+            "name": "Answers",
+            "project": "mine",
+            "objective": 0.99,
+            "window_days": 7,
+            "min_samples": 1,
+            "enabled": True,
+        }
+    ]

@@ -507,6 +507,32 @@ class ListSlosRequest(_message.Message):
 Global___ListSlosRequest: _TypeAlias = ListSlosRequest  # noqa: Y015
 
 @_typing.final
+class AcknowledgeSloRequest(_message.Message):
+    """Which SLO to acknowledge."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    SLO_ID_FIELD_NUMBER: _builtins.int
+    project: _builtins.str
+    """Project selector."""
+    slo_id: _builtins.str
+    """SLO id."""
+    def __init__(
+        self,
+        *,
+        project: _builtins.str = ...,
+        slo_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project", b"project", "slo_id", b"slo_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AcknowledgeSloRequest: _TypeAlias = AcknowledgeSloRequest  # noqa: Y015
+
+@_typing.final
 class ListSlosResponse(_message.Message):
     """Every SLO."""
 

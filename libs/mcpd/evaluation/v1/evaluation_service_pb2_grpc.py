@@ -111,6 +111,11 @@ class EvaluationServiceStub:
                 request_serializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.ListSlosRequest.SerializeToString,
                 response_deserializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.ListSlosResponse.FromString,
                 _registered_method=True)
+        self.AcknowledgeSlo = channel.unary_unary(
+                '/mcpd.evaluation.v1.EvaluationService/AcknowledgeSlo',
+                request_serializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.AcknowledgeSloRequest.SerializeToString,
+                response_deserializer=mcpd_dot_model_dot_v1_dot_evaluation__pb2.SloState.FromString,
+                _registered_method=True)
 
 
 class EvaluationServiceServicer:
@@ -222,6 +227,14 @@ class EvaluationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AcknowledgeSlo(self, request, context):
+        """Acknowledge a tripped SLO: it stays acknowledged while it burns, and returns to nominal on
+        its own when the burn subsides.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluationServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -299,6 +312,11 @@ def add_EvaluationServiceServicer_to_server(servicer, server):
                     servicer.ListSlos,
                     request_deserializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.ListSlosRequest.FromString,
                     response_serializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.ListSlosResponse.SerializeToString,
+            ),
+            'AcknowledgeSlo': grpc.unary_unary_rpc_method_handler(
+                    servicer.AcknowledgeSlo,
+                    request_deserializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.AcknowledgeSloRequest.FromString,
+                    response_serializer=mcpd_dot_model_dot_v1_dot_evaluation__pb2.SloState.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -707,6 +725,33 @@ class EvaluationService:
             '/mcpd.evaluation.v1.EvaluationService/ListSlos',
             mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.ListSlosRequest.SerializeToString,
             mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.ListSlosResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AcknowledgeSlo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.evaluation.v1.EvaluationService/AcknowledgeSlo',
+            mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.AcknowledgeSloRequest.SerializeToString,
+            mcpd_dot_model_dot_v1_dot_evaluation__pb2.SloState.FromString,
             options,
             channel_credentials,
             insecure,

@@ -64,6 +64,10 @@ class EvaluationServiceStub:
     """Acknowledge a tripped monitor."""
     ListSlos: _grpc.UnaryUnaryMultiCallable[_evaluation_service_pb2.ListSlosRequest, _evaluation_service_pb2.ListSlosResponse]
     """Every SLO and its current condition."""
+    AcknowledgeSlo: _grpc.UnaryUnaryMultiCallable[_evaluation_service_pb2.AcknowledgeSloRequest, _evaluation_pb2.SloState]
+    """Acknowledge a tripped SLO: it stays acknowledged while it burns, and returns to nominal on
+    its own when the burn subsides.
+    """
 
 @_typing.type_check_only
 class EvaluationServiceAsyncStub(EvaluationServiceStub):
@@ -100,6 +104,10 @@ class EvaluationServiceAsyncStub(EvaluationServiceStub):
     """Acknowledge a tripped monitor."""
     ListSlos: _aio.UnaryUnaryMultiCallable[_evaluation_service_pb2.ListSlosRequest, _evaluation_service_pb2.ListSlosResponse]  # type: ignore[assignment]
     """Every SLO and its current condition."""
+    AcknowledgeSlo: _aio.UnaryUnaryMultiCallable[_evaluation_service_pb2.AcknowledgeSloRequest, _evaluation_pb2.SloState]  # type: ignore[assignment]
+    """Acknowledge a tripped SLO: it stays acknowledged while it burns, and returns to nominal on
+    its own when the burn subsides.
+    """
 
 class EvaluationServiceServicer:
     """Scorers, datasets, experiments, monitors and SLOs."""
@@ -208,5 +216,14 @@ class EvaluationServiceServicer:
         context: _ServicerContext,
     ) -> _typing.Union[_evaluation_service_pb2.ListSlosResponse, _abc.Awaitable[_evaluation_service_pb2.ListSlosResponse]]:
         """Every SLO and its current condition."""
+
+    def AcknowledgeSlo(
+        self,
+        request: _evaluation_service_pb2.AcknowledgeSloRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_evaluation_pb2.SloState, _abc.Awaitable[_evaluation_pb2.SloState]]:
+        """Acknowledge a tripped SLO: it stays acknowledged while it burns, and returns to nominal on
+        its own when the burn subsides.
+        """
 
 def add_EvaluationServiceServicer_to_server(servicer: EvaluationServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -1,4 +1,5 @@
-"""`[[monitors]]` in the configuration file: the spec's Monitor, one table each.
+"""`[[monitors]]` and `[[slos]]` in the configuration file: the spec's Monitor and Slo, one
+table each.
 
 ```toml
 [[monitors]]
@@ -13,10 +14,20 @@ min_samples = 20               # default 1
 scorer_id = "contains"         # score_mean only, and required there
 webhook = "https://hooks.example.com/T000/B000/XXXX"
 enabled = true                 # default
+
+[[slos]]
+id = "support-success"
+name = "Support bot answers"
+project = "support"            # default: security.local_project
+objective = 0.995              # the fraction of runs that must succeed, above 0 and below 1
+window_days = 30
+min_samples = 50               # per burn window; default 1
+webhook = "https://hooks.example.com/T000/B000/YYYY"
+enabled = true                 # default
 ```
 
-Monitors live in the file alone (no environment variable can hold a list of tables). Every
-error names the setting as `monitors[i].key`.
+They live in the file alone (no environment variable can hold a list of tables). Every error
+names the setting as `monitors[i].key` or `slos[i].key`.
 """
 
 from __future__ import annotations
@@ -29,13 +40,15 @@ from urllib.parse import urlsplit
 
 from mcpd.runtime.errors import InvalidArgument
 
-__all__ = ["COMPARES", "WATCHES", "MonitorSettings", "parse_monitors"]
+__all__ = ["COMPARES", "WATCHES", "MonitorSettings", "SloSettings", "parse_monitors", "parse_slos"]
 
 WATCHES = ("error_rate", "latency_p95", "cost", "trace_count", "score_mean")
 COMPARES = ("above", "below")
 _ID = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 _REQUIRED = ("id", "name", "watch", "compare", "threshold", "window_seconds")
 _KNOWN = frozenset({*_REQUIRED, "project", "min_samples", "scorer_id", "webhook", "enabled"})
+_SLO_REQUIRED = ("id", "name", "objective", "window_days")
+_SLO_KNOWN = frozenset({*_SLO_REQUIRED, "project", "min_samples", "webhook", "enabled"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,35 +68,102 @@ class MonitorSettings:
     enabled: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class SloSettings:
+    """One configured objective (the spec's Slo)."""
+
+    id: str
+    name: str
+    project: str
+    objective: float
+    window_days: int
+    min_samples: int = 1
+    webhook: str | None = None
+    enabled: bool = True
+
+
 def parse_monitors(
     raw: object, source: str, *, default_project: str
 ) -> tuple[MonitorSettings, ...]:
     """The `monitors` array of tables of the file at `source`, checked."""
-    if not isinstance(raw, list) or not all(isinstance(table, Mapping) for table in raw):
-        raise _error("monitors", source, "expected an array of tables ([[monitors]])")
+    tables = _tables(raw, "monitors", source)
     parsed = tuple(
         _monitor(table, f"monitors[{index}]", source, default_project)
-        for index, table in enumerate(raw)
+        for index, table in enumerate(tables)
     )
-    seen: set[str] = set()
-    for index, monitor in enumerate(parsed):
-        if monitor.id in seen:
-            raise _error(f"monitors[{index}].id", source, f"id {monitor.id!r} is used twice")
-        seen.add(monitor.id)
+    _unique([monitor.id for monitor in parsed], "monitors", source)
     return parsed
+
+
+def parse_slos(raw: object, source: str, *, default_project: str) -> tuple[SloSettings, ...]:
+    """The `slos` array of tables of the file at `source`, checked."""
+    tables = _tables(raw, "slos", source)
+    parsed = tuple(
+        _slo(table, f"slos[{index}]", source, default_project) for index, table in enumerate(tables)
+    )
+    _unique([slo.id for slo in parsed], "slos", source)
+    return parsed
+
+
+def _tables(raw: object, name: str, source: str) -> list[Mapping[str, object]]:
+    if not isinstance(raw, list) or not all(isinstance(table, Mapping) for table in raw):
+        raise _error(name, source, f"expected an array of tables ([[{name}]])")
+    return raw
+
+
+def _unique(ids: list[str], name: str, source: str) -> None:
+    seen: set[str] = set()
+    for index, watch_id in enumerate(ids):
+        if watch_id in seen:
+            raise _error(f"{name}[{index}].id", source, f"id {watch_id!r} is used twice")
+        seen.add(watch_id)
+
+
+def _slo(table: Mapping[str, object], at: str, source: str, default_project: str) -> SloSettings:
+    _check_keys(table, _SLO_REQUIRED, _SLO_KNOWN, at, source)
+    slo = SloSettings(
+        id=_id(table, at, source),
+        name=_text(table, "name", at, source),
+        project=_text(table, "project", at, source) if "project" in table else default_project,
+        objective=_number(table, "objective", at, source),
+        window_days=_count(table, "window_days", at, source, least=1),
+        min_samples=_count(table, "min_samples", at, source, least=0, default=1),
+        webhook=_webhook(table, at, source),
+        enabled=_flag(table, "enabled", at, source),
+    )
+    if not 0 < slo.objective < 1:
+        raise _error(f"{at}.objective", source, "expected a fraction above 0 and below 1")
+    return slo
+
+
+def _check_keys(
+    table: Mapping[str, object],
+    required: tuple[str, ...],
+    known: frozenset[str],
+    at: str,
+    source: str,
+) -> None:
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise _error(f"{at}.{unknown[0]}", source, "unknown setting", "UNKNOWN_CONFIG_KEY")
+    for key in required:
+        if key not in table:
+            raise _error(f"{at}.{key}", source, "is required")
+
+
+def _id(table: Mapping[str, object], at: str, source: str) -> str:
+    value = _text(table, "id", at, source)
+    if not _ID.match(value):
+        raise _error(f"{at}.id", source, "must match ^[a-z][a-z0-9_-]{0,63}$")
+    return value
 
 
 def _monitor(
     table: Mapping[str, object], at: str, source: str, default_project: str
 ) -> MonitorSettings:
-    unknown = sorted(set(table) - _KNOWN)
-    if unknown:
-        raise _error(f"{at}.{unknown[0]}", source, "unknown monitor setting", "UNKNOWN_CONFIG_KEY")
-    for key in _REQUIRED:
-        if key not in table:
-            raise _error(f"{at}.{key}", source, "is required")
+    _check_keys(table, _REQUIRED, _KNOWN, at, source)
     monitor = MonitorSettings(
-        id=_text(table, "id", at, source),
+        id=_id(table, at, source),
         name=_text(table, "name", at, source),
         project=_text(table, "project", at, source) if "project" in table else default_project,
         watch=_choice(table, "watch", WATCHES, at, source),
@@ -95,8 +175,6 @@ def _monitor(
         webhook=_webhook(table, at, source),
         enabled=_flag(table, "enabled", at, source),
     )
-    if not _ID.match(monitor.id):
-        raise _error(f"{at}.id", source, "must match ^[a-z][a-z0-9_-]{0,63}$")
     if (monitor.watch == "score_mean") != (monitor.scorer_id is not None):
         raise _error(f"{at}.scorer_id", source, "is required for watch score_mean, and only there")
     return monitor

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from mcpd.runtime.errors import InvalidArgument
-from mcpd.runtime.monitor_config import MonitorSettings, parse_monitors
+from mcpd.runtime.watch_config import MonitorSettings, SloSettings, parse_monitors, parse_slos
 
 BASE = {
     "id": "errors",
@@ -54,7 +54,7 @@ def test_every_key_is_read_and_defaults_filled() -> None:
 @pytest.mark.parametrize(
     ("changes", "field", "words"),
     [
-        ({"colour": "red"}, "monitors[0].colour", "unknown monitor setting"),
+        ({"colour": "red"}, "monitors[0].colour", "unknown setting"),
         ({"watch": "errors"}, "monitors[0].watch", "expected one of error_rate"),
         ({"compare": "over"}, "monitors[0].compare", "expected one of above, below"),
         ({"threshold": "high"}, "monitors[0].threshold", "finite number"),
@@ -89,3 +89,30 @@ def test_a_missing_key_an_id_used_twice_and_a_table_that_is_not_an_array() -> No
     with pytest.raises(InvalidArgument) as table:
         parse_monitors(BASE, "f", default_project="d")
     assert table.value.field == "monitors"
+
+
+SLO = {"id": "answers", "name": "Answers", "objective": 0.995, "window_days": 30}
+
+
+def test_an_objective_is_read_with_its_defaults() -> None:
+    full = {**SLO, "id": "strict", "project": "p", "min_samples": 50, "enabled": False}
+    assert parse_slos([SLO, full], "f", default_project="default") == (
+        SloSettings("answers", "Answers", "default", 0.995, 30),
+        SloSettings("strict", "Answers", "p", 0.995, 30, min_samples=50, enabled=False),
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"objective": 1.0}, "slos[0].objective"),
+        ({"objective": 0}, "slos[0].objective"),
+        ({"window_days": 0}, "slos[0].window_days"),
+        ({"threshold": 1}, "slos[0].threshold"),
+        ({"webhook": "mailto:a@b"}, "slos[0].webhook"),
+    ],
+)
+def test_an_objective_mistake_names_its_key(changes: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        parse_slos([{**SLO, **changes}], "f", default_project="d")
+    assert refused.value.field == field
