@@ -500,7 +500,7 @@ def test_the_judge_key_is_never_in_the_rendered_settings(home: Path, tmp_path: P
     }
 
 
-def test_monitors_and_slos_are_read_from_the_file_and_shown_without_their_webhook(tmp_path: Path) -> None:
+def test_monitors_and_slos_are_read_and_shown_without_their_webhook(tmp_path: Path) -> None:
     home = tmp_path / "home"
     data = home / ".local" / "share" / "mcpd"
     data.mkdir(parents=True)
