@@ -74,11 +74,20 @@ def test_every_rule_grants_exactly_one_way_in() -> None:
         assert ways.count(True) == 1, rule
 
 
-def test_the_service_credential_reaches_run_erasure_and_ingest_and_nothing_else() -> None:
+def test_the_service_credential_reaches_what_services_call_and_nothing_else() -> None:
     accepting = {path for path, rule in access_rules().items() if rule.accepts_service}
     assert accepting == {
+        # The query service's erasure of a subject's runs.
         "/mcpd.orchestrator.v1.OrchestratorService/EraseSubjectRuns",
+        # The orchestrator's run spans; a scoring pass's scores.
         "/mcpd.ingest.v1.IngestService/Ingest",
+        # A scoring pass's runs (GetTraceJson is GetTrace's REST twin, with its access).
+        "/mcpd.query.v1.QueryService/ListTraces",
+        "/mcpd.query.v1.QueryService/GetTrace",
+        "/mcpd.query.v1.QueryService/GetTraceJson",
+        # Monitors' and objectives' windows.
+        "/mcpd.query.v1.QueryService/GetAnalyticsSummary",
+        "/mcpd.query.v1.QueryService/ListScores",
     }
     internal = [path for path, rule in access_rules().items() if rule.internal]
     assert internal == ["/mcpd.orchestrator.v1.OrchestratorService/EraseSubjectRuns"]
@@ -89,7 +98,12 @@ def test_the_service_credential_reaches_run_erasure_and_ingest_and_nothing_else(
     [
         (
             "/mcpd.query.v1.QueryService/GetTrace",
-            AccessRule("mcpd.query.v1.QueryService.GetTrace", READ, audit_action="get_trace"),
+            AccessRule(
+                "mcpd.query.v1.QueryService.GetTrace",
+                READ,
+                audit_action="get_trace",
+                service=True,
+            ),
         ),
         (
             "/mcpd.query.v1.QueryService/DeleteTrace",

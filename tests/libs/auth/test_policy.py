@@ -12,6 +12,7 @@ from mcpd.runtime.errors import InvalidArgument, PermissionDenied, Unauthenticat
 
 RULES = access_rules()
 GET_TRACE = RULES["/mcpd.query.v1.QueryService/GetTrace"]
+LIST_SPANS = RULES["/mcpd.query.v1.QueryService/ListSpans"]
 DELETE_TRACE = RULES["/mcpd.query.v1.QueryService/DeleteTrace"]
 CLAIM = RULES["/mcpd.orchestrator.v1.OrchestratorService/Claim"]
 GET_ACCOUNT = RULES["/mcpd.account.v1.AccountService/GetAccount"]
@@ -91,7 +92,7 @@ def test_a_service_passes_only_the_rules_that_accept_services() -> None:
     authorize(SERVICE, ERASE_RUNS)
     authorize(SERVICE, INGEST)
     authorize(SERVICE, SIGNUP)  # open: anyone
-    for rule in (GET_TRACE, DELETE_TRACE, CLAIM, GET_ACCOUNT):
+    for rule in (LIST_SPANS, DELETE_TRACE, CLAIM, GET_ACCOUNT):
         with pytest.raises(PermissionDenied) as caught:
             authorize(SERVICE, rule)
         assert caught.value.reason == "SERVICE_NOT_ACCEPTED"
