@@ -14,11 +14,12 @@ from mcpd.runtime.servicers import registration
 from mcpd.runtime.watch_config import MonitorSettings, SloSettings
 from mcpd.storage.interfaces import PriceOverrides
 from services.evaluation.judge import JudgePrices, LlmJudge, judge_endpoint
-from services.evaluation.monitors import Monitors, WindowReads
+from services.evaluation.monitors import Monitors
 from services.evaluation.objectives import Objectives
 from services.evaluation.peers import IngestScores, QueryTraces, QueryWindows
 from services.evaluation.scoring import ScoreWrites, Scoring, TraceReads
 from services.evaluation.servicer import EvaluationServicer
+from services.evaluation.watching import WindowReads
 from services.evaluation.webhooks import Webhooks
 
 __all__ = [

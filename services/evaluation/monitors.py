@@ -20,53 +20,24 @@ clear are announced to the monitor's webhook (`webhooks`), never waited for.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from google.protobuf.timestamp_pb2 import Timestamp
-
-from mcpd.model.v1 import enums_pb2, evaluation_pb2, query_pb2
-from mcpd.runtime.clock import Clock, epoch_nanos
-from mcpd.runtime.errors import NotFound, quoted
-from mcpd.storage.interfaces import WatchStates
+from mcpd.model.v1 import enums_pb2, evaluation_pb2
+from mcpd.runtime.clock import epoch_nanos
 from mcpd.storage.records import WatchState
-from services.evaluation.latch import Transition, acknowledge, after_reading
+from services.evaluation.latch import Transition, after_reading
 from services.evaluation.watching import (
-    Announcer,
+    Watched,
     condition_number,
-    last_reading,
     latched_of,
-    read_every,
-    stored_state,
     timestamp,
-    webhook_host,
 )
 
-__all__ = ["MONITOR", "Monitors", "WindowReads"]
+__all__ = ["MONITOR", "Monitors"]
 
 MONITOR = "monitor"
 
-log = logging.getLogger("mcpd.evaluation")
 _NS = 1_000_000_000
-
-
-class WindowReads(Protocol):
-    """What a monitor reads over a window (the query service)."""
-
-    async def summary(
-        self, project: str, start: Timestamp, end: Timestamp
-    ) -> query_pb2.AnalyticsSummary:
-        """The runs started in [start, end): counts, errors, latency, cost."""
-        ...
-
-    async def score_mean(
-        self, project: str, scorer_id: str, start: Timestamp, end: Timestamp
-    ) -> tuple[float | None, int]:
-        """The mean of the scores from `scorer_id` produced in [start, end), and their count."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,57 +48,15 @@ class _Reading:
     detail: str
 
 
-class Monitors:
+class Monitors(Watched[evaluation_pb2.Monitor, evaluation_pb2.MonitorState]):
     """The configured monitors of every project: evaluation, listing and acknowledgement."""
 
-    def __init__(
-        self,
-        monitors: Sequence[evaluation_pb2.Monitor],
-        reads: WindowReads,
-        states: WatchStates,
-        announcer: Announcer,
-        clock: Clock,
-    ) -> None:
-        self._monitors = {monitor.id: monitor for monitor in monitors}
-        self._reads = reads
-        self._states = states
-        self._announcer = announcer
-        self._clock = clock
-
-    async def run(self, stop: asyncio.Event, *, interval_s: float) -> None:
-        """Read every enabled monitor every `interval_s` until `stop` is set."""
-        await read_every(self.evaluate_all, "monitors", stop, interval_s)
-
-    async def evaluate_all(self) -> int:
-        """Read every enabled monitor once; how many were read."""
-        enabled = [monitor for monitor in self._monitors.values() if monitor.enabled]
-        ids = [monitor.id for monitor in enabled]
-        stored = await asyncio.to_thread(self._states.watch_states, MONITOR, ids)
-        for monitor in enabled:
-            try:
-                await self._evaluate(monitor, stored.get(monitor.id))
-            except Exception:  # one monitor's failure must not stop the others' readings
-                log.exception("monitor %s could not be read", monitor.id)
-        return len(enabled)
-
-    def list(self, project: str) -> list[evaluation_pb2.MonitorState]:
-        """The project's monitors, in id order, each with its condition and last reading
-        (blocking: from a worker thread)."""
-        mine = sorted((m for m in self._monitors.values() if m.project == project), key=_id)
-        stored = self._states.watch_states(MONITOR, [monitor.id for monitor in mine])
-        return [_shown(monitor, stored.get(monitor.id)) for monitor in mine]
-
-    def acknowledge(self, project: str, monitor_id: str) -> evaluation_pb2.MonitorState:
-        """A person has seen the trip: tripped becomes acknowledged until it recovers
-        (blocking: from a worker thread)."""
-        monitor = self._monitors.get(monitor_id)
-        if monitor is None or monitor.project != project:
-            raise NotFound(f"no monitor {quoted(monitor_id)} in this project", field="monitor_id")
-        state = self._states.watch_states(MONITOR, [monitor_id]).get(monitor_id)
-        latched = acknowledge(latched_of(state), f"monitor {quoted(monitor_id)}")
-        saved = stored_state(latched, last_reading(state, evaluation_pb2.MonitorReading))
-        self._states.save_watch_state(MONITOR, monitor_id, saved)
-        return _shown(monitor, saved)
+    kind = MONITOR
+    noun = "monitor"
+    id_field = "monitor_id"
+    state_type = evaluation_pb2.MonitorState
+    watch_field = "monitor"
+    reading_type = evaluation_pb2.MonitorReading
 
     async def _evaluate(self, monitor: evaluation_pb2.Monitor, stored: WatchState | None) -> None:
         now = epoch_nanos(self._clock.now())
@@ -143,10 +72,9 @@ class Monitors:
         )
         if reading.value is not None:
             last.value = reading.value
-        saved = stored_state(latched, last)
-        await asyncio.to_thread(self._states.save_watch_state, MONITOR, monitor.id, saved)
-        if transition is not None and monitor.HasField("webhook"):
-            self._announcer.announce(monitor.webhook, _announcement(monitor, transition, last))
+        await self._save(
+            monitor, latched, last, transition, lambda made: _announcement(monitor, made, last)
+        )
 
     async def _read(self, monitor: evaluation_pb2.Monitor, now: int) -> _Reading:
         start, end = timestamp(now - monitor.window_seconds * _NS), timestamp(now)
@@ -199,24 +127,6 @@ def _watch(monitor: evaluation_pb2.Monitor) -> str:
     return f"{name} of {monitor.scorer_id}" if monitor.HasField("scorer_id") else name
 
 
-def _shown(
-    monitor: evaluation_pb2.Monitor, stored: WatchState | None
-) -> evaluation_pb2.MonitorState:
-    """A monitor's state as the API shows it: its webhook reduced to the host."""
-    latched = latched_of(stored)
-    shown = evaluation_pb2.MonitorState(
-        monitor=monitor, condition=condition_number(latched.condition)
-    )
-    last = last_reading(stored, evaluation_pb2.MonitorReading)
-    if last is not None:
-        shown.last.CopyFrom(last)
-    if latched.tripped_at is not None:
-        shown.tripped_at.CopyFrom(timestamp(latched.tripped_at))
-    if monitor.HasField("webhook"):
-        shown.monitor.webhook = webhook_host(monitor.webhook)
-    return shown
-
-
 def _announcement(
     monitor: evaluation_pb2.Monitor,
     transition: Transition,
@@ -235,7 +145,3 @@ def _announcement(
     if reading.HasField("value"):
         body["value"] = reading.value
     return body
-
-
-def _id(monitor: evaluation_pb2.Monitor) -> str:
-    return monitor.id

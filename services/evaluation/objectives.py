@@ -21,32 +21,25 @@ announced exactly as a monitor's (`latch`, `webhooks`).
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mcpd.model.v1 import evaluation_pb2, query_pb2
 from mcpd.runtime.clock import Clock, epoch_nanos
-from mcpd.runtime.errors import NotFound, quoted
 from mcpd.storage.interfaces import WatchStates
 from mcpd.storage.records import WatchState
-from services.evaluation.latch import Transition, acknowledge, after_reading
-from services.evaluation.monitors import WindowReads
+from services.evaluation.latch import Transition, after_reading
 from services.evaluation.watching import (
     Announcer,
+    Watched,
+    WindowReads,
     condition_number,
-    last_reading,
     latched_of,
-    read_every,
-    stored_state,
     timestamp,
-    webhook_host,
 )
 
 __all__ = ["FAST_S", "SLO", "SLOW_S", "Objectives"]
 
-log = logging.getLogger("mcpd.evaluation")
 SLO = "slo"
 FAST_S = 3600
 SLOW_S = 6 * 3600
@@ -63,8 +56,15 @@ class _Window:
         return self.failed / self.runs if self.runs else None
 
 
-class Objectives:
+class Objectives(Watched[evaluation_pb2.Slo, evaluation_pb2.SloState]):
     """The configured objectives of every project: evaluation, listing and acknowledgement."""
+
+    kind = SLO
+    noun = "objective"
+    id_field = "slo_id"
+    state_type = evaluation_pb2.SloState
+    watch_field = "slo"
+    reading_type = evaluation_pb2.SloReading
 
     def __init__(
         self,
@@ -77,48 +77,9 @@ class Objectives:
         fast_burn: float,
         slow_burn: float,
     ) -> None:
-        self._slos = {slo.id: slo for slo in slos}
-        self._reads = reads
-        self._states = states
-        self._announcer = announcer
-        self._clock = clock
+        super().__init__(slos, reads, states, announcer, clock)
         self._fast_burn = fast_burn
         self._slow_burn = slow_burn
-
-    async def run(self, stop: asyncio.Event, *, interval_s: float) -> None:
-        """Read every enabled objective every `interval_s` until `stop` is set."""
-        await read_every(self.evaluate_all, "objectives", stop, interval_s)
-
-    async def evaluate_all(self) -> int:
-        """Read every enabled objective once; how many were read."""
-        enabled = [slo for slo in self._slos.values() if slo.enabled]
-        ids = [slo.id for slo in enabled]
-        stored = await asyncio.to_thread(self._states.watch_states, SLO, ids)
-        for slo in enabled:
-            try:
-                await self._evaluate(slo, stored.get(slo.id))
-            except Exception:  # one objective's failure must not stop the others' readings
-                log.exception("objective %s could not be read", slo.id)
-        return len(enabled)
-
-    def list(self, project: str) -> list[evaluation_pb2.SloState]:
-        """The project's objectives in id order, each with its condition and last reading
-        (blocking: from a worker thread)."""
-        mine = sorted((s for s in self._slos.values() if s.project == project), key=lambda s: s.id)
-        stored = self._states.watch_states(SLO, [slo.id for slo in mine])
-        return [_shown(slo, stored.get(slo.id)) for slo in mine]
-
-    def acknowledge(self, project: str, slo_id: str) -> evaluation_pb2.SloState:
-        """A person has seen the trip: tripped becomes acknowledged until the burn subsides
-        (blocking: from a worker thread)."""
-        slo = self._slos.get(slo_id)
-        if slo is None or slo.project != project:
-            raise NotFound(f"no objective {quoted(slo_id)} in this project", field="slo_id")
-        state = self._states.watch_states(SLO, [slo_id]).get(slo_id)
-        latched = acknowledge(latched_of(state), f"objective {quoted(slo_id)}")
-        saved = stored_state(latched, last_reading(state, evaluation_pb2.SloReading))
-        self._states.save_watch_state(SLO, slo_id, saved)
-        return _shown(slo, saved)
 
     async def _evaluate(self, slo: evaluation_pb2.Slo, stored: WatchState | None) -> None:
         now = epoch_nanos(self._clock.now())
@@ -139,10 +100,9 @@ class Objectives:
         latched, transition = after_reading(latched_of(stored), breaching=breaching, now=now)
         reading.condition = condition_number(latched.condition)
         reading.detail = self._detail(slo, burns, fast, slow, thin)
-        saved = stored_state(latched, reading)
-        await asyncio.to_thread(self._states.save_watch_state, SLO, slo.id, saved)
-        if transition is not None and slo.HasField("webhook"):
-            self._announcer.announce(slo.webhook, _announcement(slo, transition, reading))
+        await self._save(
+            slo, latched, reading, transition, lambda made: _announcement(slo, made, reading)
+        )
 
     async def _window(self, project: str, now: int, seconds: int) -> _Window:
         summary: query_pb2.AnalyticsSummary = await self._reads.summary(
@@ -167,20 +127,6 @@ class Objectives:
             f"burning {burns[0]:.3g}x over the last hour (trips above {self._fast_burn:g}) and "
             f"{burns[1]:.3g}x over six hours (above {self._slow_burn:g})"
         )
-
-
-def _shown(slo: evaluation_pb2.Slo, stored: WatchState | None) -> evaluation_pb2.SloState:
-    """An objective's state as the API shows it: its webhook reduced to the host."""
-    latched = latched_of(stored)
-    shown = evaluation_pb2.SloState(slo=slo, condition=condition_number(latched.condition))
-    last = last_reading(stored, evaluation_pb2.SloReading)
-    if last is not None:
-        shown.last.CopyFrom(last)
-    if latched.tripped_at is not None:
-        shown.tripped_at.CopyFrom(timestamp(latched.tripped_at))
-    if slo.HasField("webhook"):
-        shown.slo.webhook = webhook_host(slo.webhook)
-    return shown
 
 
 def _announcement(

@@ -4,11 +4,8 @@ and gRPC, acknowledged, and announced to a real webhook receiver once per transi
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import grpc
@@ -19,34 +16,13 @@ from mcpd.evaluation.v1 import evaluation_service_pb2, evaluation_service_pb2_gr
 from mcpd.model.v1 import enums_pb2
 from mcpd.testing.daemon import DaemonProcess
 from mcpd.testing.eventually import eventually
+from services.evaluation.tests.receiver import Receiver
 from tests.e2e.conftest import storage_env
 from tests.e2e.ingest_payloads import new_trace_id, simple_trace
 
 pytestmark = pytest.mark.e2e
 
 SECOND = 1_000_000_000
-
-
-class Receiver:
-    """A real HTTP server recording the JSON bodies POSTed to it."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-        received = self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers["content-length"])
-                received.append(json.loads(self.rfile.read(length)))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.host = f"127.0.0.1:{self.server.server_port}"
 
 
 @pytest.fixture(scope="module")
