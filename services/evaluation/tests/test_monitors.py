@@ -141,35 +141,66 @@ async def test_a_silent_window_trips_a_trace_count_below_whatever_min_samples_sa
     assert (await _read(monitors, clock)).condition == C.MONITOR_CONDITION_NOMINAL
 
 
-@pytest.mark.parametrize(
-    ("watch", "compare", "threshold", "figures", "value"),
-    [
-        ("latency_p95", "above", 2000.0, {"runs": 9, "p95": 3500.0}, 3500.0),
-        ("cost", "above", 1.0, {"runs": 9, "cost": 2.5}, 2.5),
-        ("score_mean", "below", 0.8, {"scores": [0.5] * 6}, 0.5),
-    ],
-)
-async def test_every_trace_watch_reads_its_figure(
+Figures = dict[str, Any]
+LIFECYCLES: dict[str, tuple[str, float, Figures, Figures, Figures, float]] = {
+    # watch: (compare, threshold, breaching, too thin or silent, recovered, breaching value)
+    "error_rate": (
+        "above",
+        0.2,
+        {"runs": 10, "error_rate": 0.5},
+        {"runs": 0},
+        {"runs": 10, "error_rate": 0.1},
+        0.5,
+    ),
+    "latency_p95": (
+        "above",
+        2000.0,
+        {"runs": 9, "p95": 3500.0},
+        {"runs": 0, "p95": None},
+        {"runs": 9, "p95": 800.0},
+        3500.0,
+    ),
+    "cost": ("above", 1.0, {"runs": 9, "cost": 2.5}, {"runs": 0}, {"runs": 9, "cost": 0.5}, 2.5),
+    "score_mean": ("below", 0.8, {"scores": [0.5] * 6}, {"scores": []}, {"scores": [0.9] * 6}, 0.5),
+    # A silent window is no thin reading for trace_count: it reads 0, still below.
+    "trace_count": ("below", 5.0, {"runs": 2}, {"runs": 0}, {"runs": 9}, 2.0),
+}
+
+
+@pytest.mark.parametrize("watch", sorted(LIFECYCLES))
+async def test_every_watch_trips_latches_is_acknowledged_and_recovers(
     control: SqlControlStore,
     clock: ManualClock,
+    receiver: Receiver,
+    webhooks: Webhooks,
     watch: str,
-    compare: str,
-    threshold: float,
-    figures: dict[str, Any],
-    value: float,
 ) -> None:
+    compare, threshold, breaching, thin, recovered, value = LIFECYCLES[watch]
     windows = Windows()
     extra = {"scorer_id": "contains"} if watch == "score_mean" else {}
-    monitors = Monitors(
-        [monitor(watch, compare, threshold, **extra)], windows, control, _Unused(), clock
-    )
-    for name, figure in figures.items():
-        setattr(windows, name, figure)
-    state = await _read(monitors, clock)
-    assert (state.condition, state.last.value) == (C.MONITOR_CONDITION_TRIPPED, value)
-    window = windows.asked[-1] if windows.asked else None
-    if window is not None:
-        assert window[2] - window[1] == 300 * 1_000_000_000
+    configured = monitor(watch, compare, threshold, webhook=receiver.url, **extra)
+    monitors = Monitors([configured], windows, control, webhooks, clock)
+
+    def figures(values: dict[str, Any]) -> None:
+        for name, figure in values.items():
+            setattr(windows, name, figure)
+
+    figures(breaching)
+    tripped = await _read(monitors, clock)
+    assert (tripped.condition, tripped.last.value) == (C.MONITOR_CONDITION_TRIPPED, value)
+    if windows.asked:
+        project, start, end = windows.asked[-1]
+        assert (project, end - start) == ("p", 300 * 1_000_000_000)
+    figures(thin)
+    held = await _read(monitors, clock)
+    assert (held.condition, held.tripped_at) == (C.MONITOR_CONDITION_TRIPPED, tripped.tripped_at)
+    assert monitors.acknowledge("p", configured.id).condition == C.MONITOR_CONDITION_ACKNOWLEDGED
+    figures(breaching)
+    assert (await _read(monitors, clock)).condition == C.MONITOR_CONDITION_ACKNOWLEDGED
+    figures(recovered)
+    assert (await _read(monitors, clock)).condition == C.MONITOR_CONDITION_NOMINAL
+    await eventually_async(lambda: _posted(receiver, 2), timeout=5, interval=0.02)
+    assert [body["transition"] for body in receiver.bodies] == ["tripped", "cleared"]
 
 
 async def test_the_condition_survives_a_restart_and_disabled_monitors_are_not_read(
