@@ -147,7 +147,7 @@ def registrations(
                 if watches is None:
                     watches = evaluation_watches(settings, stores, clock, peers, service, None)
                 found += services.evaluation.registrations(
-                    services.evaluation.QueryTraces(peers(QUERY_SERVICE), calls),
+                    services.evaluation.QueryReads(peers(QUERY_SERVICE), calls),
                     services.evaluation.IngestScores(peers(INGEST_SERVICE), calls),
                     watches.monitors,
                     watches.objectives,
@@ -183,7 +183,7 @@ def evaluation_watches(
     """The configured monitors and objectives, reading their windows from the query service
     with the service credential and announcing through `webhooks` (none: a process that does
     not evaluate them, and so announces nothing)."""
-    windows = services.evaluation.QueryWindows(peers(QUERY_SERVICE), service.metadata("evaluation"))
+    windows = services.evaluation.QueryReads(peers(QUERY_SERVICE), service.metadata("evaluation"))
     announcer = webhooks if webhooks is not None else services.evaluation.Webhooks()
     evaluation = settings.evaluation
     return Watches(

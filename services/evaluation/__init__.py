@@ -3,7 +3,9 @@ monitors and objectives (SLOs); datasets and experiments land next."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 from mcpd.evaluation.v1.evaluation_service_pb2_grpc import add_EvaluationServiceServicer_to_server
 from mcpd.model.v1 import enums_pb2, evaluation_pb2
@@ -16,7 +18,7 @@ from mcpd.storage.interfaces import PriceOverrides
 from services.evaluation.judge import JudgePrices, LlmJudge, judge_endpoint
 from services.evaluation.monitors import Monitors
 from services.evaluation.objectives import Objectives
-from services.evaluation.peers import IngestScores, QueryTraces, QueryWindows
+from services.evaluation.peers import IngestScores, QueryReads
 from services.evaluation.scoring import ScoreWrites, Scoring, TraceReads
 from services.evaluation.servicer import EvaluationServicer
 from services.evaluation.watching import WindowReads
@@ -26,8 +28,7 @@ __all__ = [
     "IngestScores",
     "Monitors",
     "Objectives",
-    "QueryTraces",
-    "QueryWindows",
+    "QueryReads",
     "ScoreWrites",
     "TraceReads",
     "Webhooks",
@@ -62,41 +63,26 @@ def registrations(
 
 def monitors_of(configured: Sequence[MonitorSettings]) -> list[evaluation_pb2.Monitor]:
     """The configured monitors as the spec's Monitor."""
-    made = []
-    for settings in configured:
-        monitor = evaluation_pb2.Monitor(
-            id=settings.id,
-            name=settings.name,
-            project=settings.project,
+    return [
+        evaluation_pb2.Monitor(
+            **_set(settings),
             watch=enums_pb2.MonitorWatch.Value(f"MONITOR_WATCH_{settings.watch.upper()}"),
             compare=enums_pb2.MonitorCompare.Value(f"MONITOR_COMPARE_{settings.compare.upper()}"),
-            threshold=settings.threshold,
-            window_seconds=settings.window_seconds,
-            min_samples=settings.min_samples,
-            enabled=settings.enabled,
         )
-        if settings.scorer_id is not None:
-            monitor.scorer_id = settings.scorer_id
-        if settings.webhook is not None:
-            monitor.webhook = settings.webhook
-        made.append(monitor)
-    return made
+        for settings in configured
+    ]
 
 
 def objectives_of(configured: Sequence[SloSettings]) -> list[evaluation_pb2.Slo]:
     """The configured objectives as the spec's Slo."""
-    made = []
-    for settings in configured:
-        slo = evaluation_pb2.Slo(
-            id=settings.id,
-            name=settings.name,
-            project=settings.project,
-            objective=settings.objective,
-            window_days=settings.window_days,
-            min_samples=settings.min_samples,
-            enabled=settings.enabled,
-        )
-        if settings.webhook is not None:
-            slo.webhook = settings.webhook
-        made.append(slo)
-    return made
+    return [evaluation_pb2.Slo(**_set(settings)) for settings in configured]
+
+
+def _set(settings: MonitorSettings | SloSettings) -> dict[str, Any]:
+    """A watch's settings as message fields: those set, the enums (named in words) left out."""
+    fields = dataclasses.asdict(settings)
+    return {
+        name: value
+        for name, value in fields.items()
+        if value is not None and name not in ("watch", "compare")
+    }

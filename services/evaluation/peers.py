@@ -1,8 +1,9 @@
-"""The services a scoring pass calls, over gRPC with the service credential: the query service
-for the runs it scores (`QueryTraces`) and the ingest service for the scores (`IngestScores`).
+"""The services the evaluation role calls, over gRPC with the service credential: the query
+service for the runs a pass scores and the windows monitors and objectives read (`QueryReads`),
+the ingest service for the scores (`IngestScores`).
 
 A failure between two services is not the caller's: it is logged and answered as Unavailable,
-so the caller retries (a pass's scores are idempotent)."""
+so the caller retries (a pass's scores are idempotent; a watch is read again next round)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from mcpd.runtime.cursors import MAX_PAGE
 from mcpd.runtime.errors import Unavailable
 from mcpd.runtime.errors_grpc import rpc_failure_from
 
-__all__ = ["IngestScores", "QueryTraces"]
+__all__ = ["IngestScores", "QueryReads"]
 
 log = logging.getLogger("mcpd.evaluation")
 CALL_TIMEOUT_S = 30.0
@@ -30,8 +31,9 @@ _Request = TypeVar("_Request")
 _Response = TypeVar("_Response")
 
 
-class QueryTraces:
-    """`TraceReads` over the query service at `channel`, presenting `metadata`."""
+class QueryReads:
+    """`TraceReads` and `WindowReads` over the query service at `channel`, presenting
+    `metadata`."""
 
     def __init__(self, channel: grpc.aio.Channel, metadata: Sequence[tuple[str, str]]) -> None:
         self._stub = QueryServiceStub(channel)
@@ -64,6 +66,39 @@ class QueryTraces:
                 return None
             raise _unavailable(error, "read a run to score") from None
         return detail
+
+    async def summary(
+        self, project: str, start: Timestamp, end: Timestamp
+    ) -> query_pb2.AnalyticsSummary:
+        request = query_service_pb2.GetAnalyticsSummaryRequest(project=project, to=end)
+        getattr(request, "from").CopyFrom(start)
+        summary: query_pb2.AnalyticsSummary = await _call(
+            self._stub.GetAnalyticsSummary, request, self._metadata, "read a monitor's window"
+        )
+        return summary
+
+    async def score_mean(
+        self, project: str, scorer_id: str, start: Timestamp, end: Timestamp
+    ) -> tuple[float | None, int]:
+        """Pages the scorer's scores newest first until they are older than the window."""
+        request = query_service_pb2.ListScoresRequest(
+            project=project, scorer_id=scorer_id, limit=MAX_PAGE
+        )
+        total, count = 0.0, 0
+        first, last = start.ToNanoseconds(), end.ToNanoseconds()
+        while True:
+            page: query_pb2.ScoreListResponse = await _call(
+                self._stub.ListScores, request, self._metadata, "read a monitor's scores"
+            )
+            for score in page.scores:
+                at = score.timestamp.ToNanoseconds()
+                if at < first:
+                    return (total / count if count else None), count
+                if at < last:
+                    total, count = total + score.value, count + 1
+            if not page.page.has_more:
+                return (total / count if count else None), count
+            request.cursor = page.page.next_cursor
 
 
 class IngestScores:
@@ -104,54 +139,13 @@ async def _call(
 def _unavailable(error: grpc.aio.AioRpcError, what: str) -> Unavailable:
     failure = rpc_failure_from(error)
     log.error(
-        "a scoring pass could not %s: %s: %s",
+        "evaluation could not %s: %s: %s",
         what,
         failure.reason,
         failure.message,
         extra={"reason": failure.reason},
     )
     return Unavailable(
-        f"the scoring pass could not {what} ({failure.reason}); nothing was stored: run it again",
-        reason="SCORING_UNAVAILABLE",
+        f"evaluation could not {what} ({failure.reason}); nothing was stored: try again",
+        reason="EVALUATION_UNAVAILABLE",
     )
-
-
-class QueryWindows:
-    """`WindowReads` over the query service at `channel`, presenting `metadata`."""
-
-    def __init__(self, channel: grpc.aio.Channel, metadata: Sequence[tuple[str, str]]) -> None:
-        self._stub = QueryServiceStub(channel)
-        self._metadata = tuple(metadata)
-
-    async def summary(
-        self, project: str, start: Timestamp, end: Timestamp
-    ) -> query_pb2.AnalyticsSummary:
-        request = query_service_pb2.GetAnalyticsSummaryRequest(project=project, to=end)
-        getattr(request, "from").CopyFrom(start)
-        summary: query_pb2.AnalyticsSummary = await _call(
-            self._stub.GetAnalyticsSummary, request, self._metadata, "read a monitor's window"
-        )
-        return summary
-
-    async def score_mean(
-        self, project: str, scorer_id: str, start: Timestamp, end: Timestamp
-    ) -> tuple[float | None, int]:
-        """Pages the scorer's scores newest first until they are older than the window."""
-        request = query_service_pb2.ListScoresRequest(
-            project=project, scorer_id=scorer_id, limit=MAX_PAGE
-        )
-        total, count = 0.0, 0
-        first, last = start.ToNanoseconds(), end.ToNanoseconds()
-        while True:
-            page: query_pb2.ScoreListResponse = await _call(
-                self._stub.ListScores, request, self._metadata, "read a monitor's scores"
-            )
-            for score in page.scores:
-                at = score.timestamp.ToNanoseconds()
-                if at < first:
-                    return (total / count if count else None), count
-                if at < last:
-                    total, count = total + score.value, count + 1
-            if not page.page.has_more:
-                return (total / count if count else None), count
-            request.cursor = page.page.next_cursor

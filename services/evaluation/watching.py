@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit
@@ -28,7 +28,6 @@ __all__ = [
     "WindowReads",
     "condition_number",
     "latched_of",
-    "read_every",
     "stored_state",
     "timestamp",
     "webhook_host",
@@ -98,20 +97,6 @@ def webhook_host(url: str) -> str:
     return urlsplit(url).netloc.rpartition("@")[2]
 
 
-async def read_every(
-    read: Callable[[], Awaitable[int]], what: str, stop: asyncio.Event, interval_s: float
-) -> None:
-    """Call `read` every `interval_s` until `stop` is set; a failed round is logged and the
-    next one tries again."""
-    while not stop.is_set():
-        try:
-            await read()
-        except Exception:  # the loop must outlive any one round
-            log.exception("%s could not be evaluated", what)
-        with suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
-
-
 class _Configured(Protocol):
     """What a configured watch (the spec's Monitor or Slo) has that its handling reads."""
 
@@ -159,8 +144,15 @@ class Watched(Generic[W, S]):
         self._clock = clock
 
     async def run(self, stop: asyncio.Event, *, interval_s: float) -> None:
-        """Read every enabled watch every `interval_s` until `stop` is set."""
-        await read_every(self.evaluate_all, f"{self.noun}s", stop, interval_s)
+        """Read every enabled watch every `interval_s` until `stop` is set; a failed round is
+        logged and the next one tries again."""
+        while not stop.is_set():
+            try:
+                await self.evaluate_all()
+            except Exception:  # the loop must outlive any one round
+                log.exception("%ss could not be evaluated", self.noun)
+            with suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=interval_s)
 
     async def evaluate_all(self) -> int:
         """Read every enabled watch once; how many were read."""
