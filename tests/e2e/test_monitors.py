@@ -148,8 +148,15 @@ def test_a_monitor_and_an_objective_trip_are_acknowledged_and_clear(
     cleared = eventually(lambda: _condition(daemon, "failing", "nominal"), timeout=20)
     assert cleared["last"]["samples"] == 9
     assert "tripped_at" not in cleared
+
     # 3 of 9 failed: a third against a 5 % budget burns at 6.67x, under the hour's 14.4.
-    recovered = eventually(lambda: _objective(daemon, "nominal"), timeout=20)
+    # A reading reads its three windows one after another: wait for one that saw all nine runs.
+    def nine_runs() -> dict[str, Any]:
+        state = _objective(daemon, "nominal")
+        assert state["last"]["samples"] == 9, state
+        return state
+
+    recovered = eventually(nine_runs, timeout=20)
     assert recovered["last"]["budget_remaining"] == pytest.approx(1 - (3 / 9) / 0.05)
 
     def announced() -> list[tuple[str, str, str]]:
