@@ -120,9 +120,9 @@ async def serve_roles(
                 peers(role_table.INGEST_SERVICE), credential.metadata("orchestrator")
             )
             _in_background(stack, outbox.run, name="run-spans")
-    watches = None
+    watches = evaluation = None
     if "evaluation" in roles:
-        watches = _watch(stack, settings, stores, clock, peers, credential, primary)
+        watches, evaluation = _evaluate(stack, settings, stores, clock, peers, credential, primary)
     registrations = role_table.registrations(
         grpc_roles,
         stores,
@@ -133,6 +133,7 @@ async def serve_roles(
         ingest=ingest,
         orchestrator=orchestrator,
         watches=watches,
+        evaluation=evaluation,
     )
     server = await stack.enter_async_context(
         GrpcServer(
@@ -224,7 +225,7 @@ def _tick_timers(
     return orchestrator
 
 
-def _watch(
+def _evaluate(
     stack: AsyncExitStack,
     settings: Settings,
     stores: Stores,
@@ -232,20 +233,25 @@ def _watch(
     peers: role_table.ChannelFor,
     credential: ServiceCredential,
     primary: bool,
-) -> role_table.Watches:
-    """The evaluation role's monitors and objectives, read every
-    `evaluation.monitor_interval_s` and announced to their webhooks in the background until
-    shutdown, by the primary alone (one reading and one announcement per transition per
-    daemon); every process answers their reads."""
+) -> tuple[role_table.Watches, services.evaluation.Evaluation]:
+    """The evaluation role's monitors and objectives and its other parts. The primary alone
+    works in the background until shutdown (one reading and one announcement per transition
+    per daemon): it reads the watches every `evaluation.monitor_interval_s` and announces them
+    to their webhooks, and advances the experiments mcpd drives every
+    `evaluation.experiment_interval_s`; every process answers the role's RPCs."""
+    parts = role_table.evaluation_parts(settings, stores, clock, peers, credential)
     if not primary:
-        return role_table.evaluation_watches(settings, stores, clock, peers, credential, None)
+        watches = role_table.evaluation_watches(settings, stores, clock, peers, credential, None)
+        return watches, parts
     webhooks = services.evaluation.Webhooks()
     watches = role_table.evaluation_watches(settings, stores, clock, peers, credential, webhooks)
     interval = settings.evaluation.monitor_interval_s
     _in_background(stack, webhooks.run, name="webhooks")
     _in_background(stack, partial(watches.monitors.run, interval_s=interval), name="monitors")
     _in_background(stack, partial(watches.objectives.run, interval_s=interval), name="slos")
-    return watches
+    every = settings.evaluation.experiment_interval_s
+    _in_background(stack, partial(parts.driver.run, interval_s=every), name="experiments")
+    return watches, parts
 
 
 def _sweep_retention(

@@ -61,7 +61,7 @@ ROLE_STORES: Mapping[str, frozenset[str]] = {
     "ingest": frozenset({"trace", "control"}),
     "query": frozenset({"trace", "control"}),
     "orchestrator": frozenset({"run", "control"}),
-    "evaluation": frozenset({"control"}),
+    "evaluation": frozenset({"trace", "control"}),
     "intelligence": frozenset({"control"}),
 }
 
@@ -93,12 +93,14 @@ def registrations(
     ingest: IngestRole | None = None,
     orchestrator: services.orchestrator.Orchestrator | None = None,
     watches: Watches | None = None,
+    evaluation: services.evaluation.Evaluation | None = None,
 ) -> list[ServiceRegistration]:
     """The gRPC services of `roles`, wired to their dependencies; `peers` finds the process
     serving another service, which a role calls presenting `service`, the service credential;
     `ingest` and `orchestrator` are those roles, built before their services, when this process
-    serves them (one is made here otherwise), and `watches` the evaluation role's monitors and
-    objectives."""
+    serves them (one is made here otherwise), and `watches` and `evaluation` the evaluation role's
+    monitors and objectives and its other parts, built before its services when this process
+    runs them in the background."""
     found: list[ServiceRegistration] = []
     security = settings.security
     for role in roles:
@@ -143,17 +145,12 @@ def registrations(
                     )
                 found += orchestrator.registrations()
             case "evaluation":
-                calls = service.metadata("evaluation")
                 if watches is None:
                     watches = evaluation_watches(settings, stores, clock, peers, service, None)
+                if evaluation is None:
+                    evaluation = evaluation_parts(settings, stores, clock, peers, service)
                 found += services.evaluation.registrations(
-                    services.evaluation.QueryReads(peers(QUERY_SERVICE), calls),
-                    services.evaluation.IngestScores(peers(INGEST_SERVICE), calls),
-                    watches.monitors,
-                    watches.objectives,
-                    clock=clock,
-                    judge=settings.evaluation,
-                    prices=stores.control,
+                    evaluation, watches.monitors, watches.objectives
                 )
             case "intelligence":
                 found += services.intelligence.registrations()
@@ -162,6 +159,29 @@ def registrations(
             case _:
                 raise ValueError(f"unknown role {role!r}")
     return found
+
+
+def evaluation_parts(
+    settings: Settings,
+    stores: Stores,
+    clock: Clock,
+    peers: ChannelFor,
+    service: ServiceCredential,
+) -> services.evaluation.Evaluation:
+    """The evaluation role's scoring, datasets and experiments: runs are read from the query
+    service, scores stored through ingest and experiment runs started on the orchestrator, with
+    the service credential; datasets and experiments live in the trace store."""
+    calls = service.metadata("evaluation")
+    return services.evaluation.evaluation(
+        services.evaluation.QueryReads(peers(QUERY_SERVICE), calls),
+        services.evaluation.IngestScores(peers(INGEST_SERVICE), calls),
+        services.evaluation.OrchestratorRuns(peers(ORCHESTRATOR_SERVICE), calls),
+        stores.trace,
+        stores.trace,
+        clock=clock,
+        judge=settings.evaluation,
+        prices=stores.control,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,9 +201,10 @@ def evaluation_watches(
     webhooks: services.evaluation.Webhooks | None,
 ) -> Watches:
     """The configured monitors and objectives, reading their windows from the query service
-    with the service credential and announcing through `webhooks` (none: a process that does
-    not evaluate them, and so announces nothing)."""
-    windows = services.evaluation.QueryReads(peers(QUERY_SERVICE), service.metadata("evaluation"))
+    (the run watches' from the orchestrator) with the service credential and announcing through
+    `webhooks` (none: a process that does not evaluate them, and so announces nothing)."""
+    calls = service.metadata("evaluation")
+    windows = services.evaluation.QueryReads(peers(QUERY_SERVICE), calls)
     announcer = webhooks if webhooks is not None else services.evaluation.Webhooks()
     evaluation = settings.evaluation
     return Watches(
@@ -193,6 +214,7 @@ def evaluation_watches(
             stores.control,
             announcer,
             clock,
+            runs=services.evaluation.OrchestratorShapes(peers(ORCHESTRATOR_SERVICE), calls),
         ),
         services.evaluation.Objectives(
             services.evaluation.objectives_of(settings.slos),

@@ -39,7 +39,10 @@ The questions (limit 50 for every list; the default order is newest first):
 - ``detail_2000``: ``GET /v1/api/traces/{id}`` of the 2,000-span trace (spans only; at store
   level ``TraceStore.trace_detail_json``, the JSON the query service answers);
 - ``summary_30d``: ``GET /v1/api/analytics/summary`` over the 30 days;
-- ``summary_30d_by_model``: the same with ``group_by=model``.
+- ``summary_30d_by_model``: the same with ``group_by=model``;
+- ``monitor_error_rate``, ``monitor_latency_p95``, ``monitor_cost``, ``monitor_trace_count``
+  (through the daemon only): one evaluation of a monitor of that watch over the 30 days, as the
+  evaluation role makes it (:mod:`bench.query.monitors`).
 
 Every answer is checked (status, rows returned, the detail's span count, the summary's trace
 count) so a fast wrong answer does not pass for a figure. Latencies are exact percentiles of
@@ -93,6 +96,7 @@ from bench.query.generator import (
     DatasetConfig,
     rfc3339,
 )
+from bench.query.monitors import MONITOR_QUERIES, monitor_calls
 from mcpd.runtime.errors import FailedPrecondition
 from mcpd.signals.queries import TraceQuery, Window
 from mcpd.storage import Stores, open_stores
@@ -241,7 +245,7 @@ class BackendResult:
 
     def rows(self) -> list[dict[str, object]]:
         rows: list[dict[str, object]] = []
-        for name in QUERIES:
+        for name in (*QUERIES, *MONITOR_QUERIES):
             store = self.store.get(name)
             http = self.http.get(name)
             if store is None and http is None:
@@ -733,7 +737,7 @@ def http_calls(client: httpx.Client, dataset: Dataset) -> dict[str, Call]:
     return calls
 
 
-def _dispatch(calls: dict[str, Call], name: str) -> Call:
+def _dispatch(calls: Mapping[str, Call], name: str) -> Call:
     """Looks the call up each time: list_page2 replaces itself with the page-2 call once its
     first (warm-up) call has fetched page 1 for the cursor."""
 
@@ -750,13 +754,17 @@ def _spans_answer(body: bytes, expected: int) -> Answer:
 
 
 def _run_calls(
-    calls: dict[str, Call], config: QueryConfig, level: str, backend: str
+    calls: Mapping[str, Call],
+    config: QueryConfig,
+    level: str,
+    backend: str,
+    names: Sequence[str] = QUERIES,
 ) -> dict[str, Timing]:
     timings: dict[str, Timing] = {}
     # The corpus plan and what the run built before holds millions of objects: frozen, so the
     # collections the answers' decoding sets off do not walk them and charge the walk to mcpd.
     gc.freeze()
-    for name in QUERIES:
+    for name in names:
         timing = measure(
             _dispatch(calls, name),
             requests=config.requests,
@@ -792,7 +800,10 @@ def measure_http(
         result.daemon_startup_s = daemon.startup_s
         print(f"    mcpd serve up in {daemon.startup_s or 0:.1f} s", flush=True)
         with httpx.Client(base_url=daemon.http_url, timeout=300.0, trust_env=False) as client:
-            return _run_calls(http_calls(client, dataset), config, "http", target.backend)
+            timings = _run_calls(http_calls(client, dataset), config, "http", target.backend)
+        with monitor_calls(daemon.grpc_addr, target.data_dir, dataset) as monitors:
+            timings |= _run_calls(monitors, config, "http", target.backend, MONITOR_QUERIES)
+        return timings
 
 
 def run_backend(backend: str, config: QueryConfig) -> BackendResult:

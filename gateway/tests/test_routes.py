@@ -20,10 +20,13 @@ GRPC_ONLY = frozenset(
     {
         "mcpd.query.v1.QueryService.GetTrace",
         "mcpd.orchestrator.v1.OrchestratorService.EraseSubjectRuns",
+        "mcpd.orchestrator.v1.OrchestratorService.GetRunShapes",
+        "mcpd.orchestrator.v1.OrchestratorService.GetRunOutcomes",
     }
 )
 """RPCs deliberately without an http binding: REST serves GetTraceJson instead of GetTrace, and
-EraseSubjectRuns is internal (only mcpd's services call it)."""
+EraseSubjectRuns, GetRunShapes and GetRunOutcomes are internal (only mcpd's services call
+them)."""
 
 
 def rest_methods() -> set[str]:

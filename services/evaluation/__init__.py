@@ -1,5 +1,6 @@
 """The evaluation service: scorers (deterministic and judged), scoring passes over stored runs,
-monitors and objectives (SLOs); datasets and experiments land next."""
+datasets, experiments (driven by their caller or by mcpd) and their comparison, monitors and
+objectives (SLOs)."""
 
 from __future__ import annotations
 
@@ -14,50 +15,88 @@ from mcpd.runtime.config import EvaluationSettings
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.runtime.servicers import registration
 from mcpd.runtime.watch_config import MonitorSettings, SloSettings
-from mcpd.storage.interfaces import PriceOverrides
+from mcpd.storage.interfaces import DatasetRecords, ExperimentRecords, PriceOverrides
+from services.evaluation.datasets import Datasets
+from services.evaluation.experiment_driver import ExperimentDriver
+from services.evaluation.experiments import Experiments, RunControl
 from services.evaluation.judge import JudgePrices, LlmJudge, judge_endpoint
 from services.evaluation.monitors import Monitors
 from services.evaluation.objectives import Objectives
-from services.evaluation.peers import IngestScores, QueryReads
+from services.evaluation.peers import (
+    IngestScores,
+    OrchestratorRuns,
+    OrchestratorShapes,
+    QueryReads,
+)
 from services.evaluation.scoring import ScoreWrites, Scoring, TraceReads
 from services.evaluation.servicer import EvaluationServicer
-from services.evaluation.watching import WindowReads
+from services.evaluation.watching import RunShapeReads, WindowReads
 from services.evaluation.webhooks import Webhooks
 
 __all__ = [
+    "Evaluation",
     "IngestScores",
     "Monitors",
     "Objectives",
+    "OrchestratorRuns",
+    "OrchestratorShapes",
     "QueryReads",
+    "RunShapeReads",
     "ScoreWrites",
     "TraceReads",
     "Webhooks",
     "WindowReads",
+    "evaluation",
     "monitors_of",
     "objectives_of",
     "registrations",
 ]
 
 
-def registrations(
+@dataclasses.dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The parts of the evaluation role one process builds: scoring passes, datasets,
+    experiments and the driver of the experiments mcpd runs."""
+
+    scoring: Scoring
+    datasets: Datasets
+    experiments: Experiments
+    driver: ExperimentDriver
+
+
+def evaluation(
     traces: TraceReads,
     writes: ScoreWrites,
-    monitors: Monitors,
-    objectives: Objectives,
+    runs: RunControl,
+    datasets: DatasetRecords,
+    experiments: ExperimentRecords,
     *,
     clock: Clock,
     judge: EvaluationSettings | None = None,
     prices: PriceOverrides | None = None,
-) -> list[ServiceRegistration]:
-    """The gRPC services this role serves: scoring passes read `traces` and store through
-    `writes` (the query and ingest services, with the service credential); `monitors` and
-    `objectives` are the configured ones. `judge` configures the judged scorer (its key file is
-    read now; none configured without it) and `prices` holds the projects' price overrides its
-    calls are priced with (the shipped book alone without)."""
+) -> Evaluation:
+    """The role's parts: scoring passes read `traces` and store through `writes` (the query and
+    ingest services, with the service credential); experiments start `runs` (the orchestrator);
+    `datasets` and `experiments` are their records in the trace store. `judge` configures the
+    judged scorer (its key file is read now; none configured without it) and `prices` holds the
+    projects' price overrides its calls are priced with (the shipped book alone without)."""
     endpoint = judge_endpoint(judge) if judge is not None else None
     llm_judge = LlmJudge(endpoint, JudgePrices(prices))
     scoring = Scoring(traces, writes, clock, llm_judge)
-    servicer = EvaluationServicer(scoring, monitors, objectives)
+    sets = Datasets(datasets, traces, clock)
+    runs_of = Experiments(experiments, datasets, runs, scoring.scorers, clock)
+    driver = ExperimentDriver(experiments, runs_of, sets, runs, traces, scoring, clock)
+    return Evaluation(scoring, sets, runs_of, driver)
+
+
+def registrations(
+    parts: Evaluation, monitors: Monitors, objectives: Objectives
+) -> list[ServiceRegistration]:
+    """The gRPC services this role serves, over its `parts` and the configured `monitors` and
+    `objectives`."""
+    servicer = EvaluationServicer(
+        parts.scoring, parts.datasets, parts.experiments, monitors, objectives
+    )
     return [registration(servicer, add_EvaluationServiceServicer_to_server)]
 
 

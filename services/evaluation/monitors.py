@@ -7,7 +7,15 @@ Each evaluation of an enabled monitor reads its watch over the window that ends 
 - `latency_p95`: the runs' duration at the 95th percentile, in milliseconds;
 - `cost`: the window's total spend;
 - `trace_count`: how many runs started in the window;
-- `score_mean`: the mean of the window's scores from `scorer_id` (samples: those scores).
+- `score_mean`: the mean of the window's scores from `scorer_id` (samples: those scores);
+
+and over the runs the orchestrator holds (`run_watches`, the window's runs being those that
+ended in it or, still running, moved in it):
+
+- `step_count_divergence`: the highest modified z-score of a run's step count against the
+  usual count of its definition version (samples: the runs measured against a baseline);
+- `run_repetition`: the mean of the most attempts a run made at one node (samples: the runs
+  that made an attempt).
 
 A reading with fewer than `min_samples` samples (runs, or scores for `score_mean`) is too thin to
 judge, and so is one with no value (no run, so no percentile). `trace_count` is the exception:
@@ -20,14 +28,22 @@ clear are announced to the monitor's webhook (`webhooks`), never waited for.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from google.protobuf.timestamp_pb2 import Timestamp
+
 from mcpd.model.v1 import enums_pb2, evaluation_pb2
-from mcpd.runtime.clock import epoch_nanos
+from mcpd.runtime.clock import Clock, epoch_nanos
+from mcpd.storage.interfaces import WatchStates
 from mcpd.storage.records import WatchState
+from services.evaluation import run_watches
 from services.evaluation.latch import Transition, after_reading
 from services.evaluation.watching import (
+    Announcer,
+    RunShapeReads,
     Watched,
+    WindowReads,
     condition_number,
     latched_of,
     timestamp,
@@ -58,6 +74,21 @@ class Monitors(Watched[evaluation_pb2.Monitor, evaluation_pb2.MonitorState]):
     watch_field = "monitor"
     reading_type = evaluation_pb2.MonitorReading
 
+    def __init__(
+        self,
+        watches: Sequence[evaluation_pb2.Monitor],
+        reads: WindowReads,
+        states: WatchStates,
+        announcer: Announcer,
+        clock: Clock,
+        *,
+        runs: RunShapeReads | None = None,
+    ) -> None:
+        """`reads` reads the trace watches' windows, `runs` the run watches' (none: a run watch
+        reads as insufficient, saying so)."""
+        super().__init__(watches, reads, states, announcer, clock)
+        self._runs = runs
+
     async def _evaluate(self, monitor: evaluation_pb2.Monitor, stored: WatchState | None) -> None:
         now = epoch_nanos(self._clock.now())
         reading = await self._read(monitor, now)
@@ -78,6 +109,8 @@ class Monitors(Watched[evaluation_pb2.Monitor, evaluation_pb2.MonitorState]):
 
     async def _read(self, monitor: evaluation_pb2.Monitor, now: int) -> _Reading:
         start, end = timestamp(now - monitor.window_seconds * _NS), timestamp(now)
+        if monitor.watch in _RUN_WATCHES:
+            return await self._read_runs(monitor, start, end)
         if monitor.watch == enums_pb2.MONITOR_WATCH_SCORE_MEAN:
             value, samples = await self._reads.score_mean(
                 monitor.project, monitor.scorer_id, start, end
@@ -98,6 +131,34 @@ class Monitors(Watched[evaluation_pb2.Monitor, evaluation_pb2.MonitorState]):
             case _:
                 return _Reading(None, 0, None, "this watch is not evaluated by this daemon yet")
         return _judged(monitor, value, runs, "runs")
+
+    async def _read_runs(
+        self, monitor: evaluation_pb2.Monitor, start: Timestamp, end: Timestamp
+    ) -> _Reading:
+        if self._runs is None:
+            return _Reading(None, 0, None, "this process reads no runs from an orchestrator")
+        shapes = await self._runs.run_shapes(
+            monitor.project,
+            start,
+            end,
+            limit=run_watches.WINDOW_RUNS,
+            baseline=run_watches.BASELINE_RUNS,
+        )
+        if monitor.watch == enums_pb2.MONITOR_WATCH_STEP_COUNT_DIVERGENCE:
+            measured = run_watches.divergence(shapes)
+        else:
+            measured = run_watches.repetition(shapes)
+        if measured.value is None:
+            return _Reading(None, measured.samples, None, measured.note)  # the note says why
+        judged = _judged(monitor, measured.value, measured.samples, "runs")
+        return _Reading(
+            judged.value, judged.samples, judged.breaching, f"{judged.detail}; {measured.note}"
+        )
+
+
+_RUN_WATCHES = frozenset(
+    {enums_pb2.MONITOR_WATCH_STEP_COUNT_DIVERGENCE, enums_pb2.MONITOR_WATCH_RUN_REPETITION}
+)
 
 
 def _judged(

@@ -1,6 +1,7 @@
 """The services the evaluation role calls, over gRPC with the service credential: the query
 service for the runs a pass scores and the windows monitors and objectives read (`QueryReads`),
-the ingest service for the scores (`IngestScores`).
+the orchestrator for the shapes of the runs the run watches read (`OrchestratorShapes`), the
+ingest service for the scores (`IngestScores`).
 
 A failure between two services is not the caller's: it is logged and answered as Unavailable,
 so the caller retries (a pass's scores are idempotent; a watch is read again next round)."""
@@ -15,18 +16,27 @@ import grpc
 import grpc.aio
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from mcpd.codec import enum_names
 from mcpd.ingest.v1.ingest_service_pb2_grpc import IngestServiceStub
-from mcpd.model.v1 import query_pb2, telemetry_pb2
+from mcpd.model.v1 import enums_pb2, query_pb2, runs_pb2, telemetry_pb2
+from mcpd.orchestrator.v1 import orchestrator_service_pb2
+from mcpd.orchestrator.v1.orchestrator_service_pb2_grpc import OrchestratorServiceStub
 from mcpd.query.v1 import query_service_pb2
 from mcpd.query.v1.query_service_pb2_grpc import QueryServiceStub
 from mcpd.runtime.cursors import MAX_PAGE
-from mcpd.runtime.errors import Unavailable
+from mcpd.runtime.errors import FailedPrecondition, Unavailable
 from mcpd.runtime.errors_grpc import rpc_failure_from
+from mcpd.signals.messages import value_of
+from mcpd.storage.evaluation_records import DatasetItemRow
+from services.evaluation.experiments import ExperimentPlan
 
-__all__ = ["IngestScores", "QueryReads"]
+__all__ = ["IngestScores", "OrchestratorRuns", "OrchestratorShapes", "QueryReads"]
 
 log = logging.getLogger("mcpd.evaluation")
 CALL_TIMEOUT_S = 30.0
+_RUN_STATUS = enum_names(enums_pb2.RunStatus.DESCRIPTOR)
+# The most runs one GetRunOutcomes call names (the orchestrator's bound).
+MAX_OUTCOMES = 100
 _Request = TypeVar("_Request")
 _Response = TypeVar("_Response")
 
@@ -101,6 +111,27 @@ class QueryReads:
             request.cursor = page.page.next_cursor
 
 
+class OrchestratorShapes:
+    """`RunShapeReads` over the orchestrator's internal GetRunShapes at `channel`, presenting
+    `metadata`."""
+
+    def __init__(self, channel: grpc.aio.Channel, metadata: Sequence[tuple[str, str]]) -> None:
+        self._stub = OrchestratorServiceStub(channel)
+        self._metadata = tuple(metadata)
+
+    async def run_shapes(
+        self, project: str, start: Timestamp, end: Timestamp, *, limit: int, baseline: int
+    ) -> orchestrator_service_pb2.GetRunShapesResponse:
+        request = orchestrator_service_pb2.GetRunShapesRequest(
+            project=project, to=end, limit=limit, baseline=baseline
+        )
+        getattr(request, "from").CopyFrom(start)
+        shapes: orchestrator_service_pb2.GetRunShapesResponse = await _call(
+            self._stub.GetRunShapes, request, self._metadata, "read a monitor's runs"
+        )
+        return shapes
+
+
 class IngestScores:
     """`ScoreWrites` through the ingest service at `channel`, presenting `metadata`."""
 
@@ -149,3 +180,68 @@ def _unavailable(error: grpc.aio.AioRpcError, what: str) -> Unavailable:
         f"evaluation could not {what} ({failure.reason}); nothing was stored: try again",
         reason="EVALUATION_UNAVAILABLE",
     )
+
+
+# A start refused for what it asks (a definition gone, an input its schema refuses): the item's
+# run can never start, so the item fails; any other failure is retried next round.
+_REFUSALS = frozenset(
+    {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.ALREADY_EXISTS,
+    }
+)
+
+
+class OrchestratorRuns:
+    """`experiments.RunControl` over the orchestrator service at `channel`, presenting
+    `metadata`."""
+
+    def __init__(self, channel: grpc.aio.Channel, metadata: Sequence[tuple[str, str]]) -> None:
+        self._stub = OrchestratorServiceStub(channel)
+        self._metadata = tuple(metadata)
+
+    async def start(
+        self, project: str, plan: ExperimentPlan, item: DatasetItemRow, experiment_id: str
+    ) -> tuple[str, str]:
+        request = runs_pb2.StartRunRequest(
+            project=project,
+            definition_id=plan.definition_id,
+            input=value_of(item.input),
+            idempotency_key=f"experiment:{experiment_id}:{item.item_id}",
+        )
+        if plan.definition_version is not None:
+            request.version = plan.definition_version
+        request.correlation.experiment_id = experiment_id
+        try:
+            run: runs_pb2.Run = await self._stub.StartRun(
+                request, metadata=self._metadata, timeout=CALL_TIMEOUT_S
+            )
+        except grpc.aio.AioRpcError as error:
+            if error.code() in _REFUSALS:
+                raise FailedPrecondition(
+                    f"the orchestrator refused the run: {rpc_failure_from(error).message}"
+                ) from None
+            raise _unavailable(error, "start an experiment's run") from None
+        return run.run_id, run.trace_id
+
+    async def outcomes(self, project: str, run_ids: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for first in range(0, len(run_ids), MAX_OUTCOMES):
+            request = orchestrator_service_pb2.GetRunOutcomesRequest(
+                project=project, run_ids=run_ids[first : first + MAX_OUTCOMES]
+            )
+            answer: orchestrator_service_pb2.GetRunOutcomesResponse = await _call(
+                self._stub.GetRunOutcomes, request, self._metadata, "read an experiment's runs"
+            )
+            found.update((run.run_id, _RUN_STATUS.by_number[run.status]) for run in answer.runs)
+        return found
+
+    async def cancel(self, project: str, run_id: str) -> None:
+        request = orchestrator_service_pb2.CancelRunRequest(project=project, run_id=run_id)
+        try:
+            await self._stub.CancelRun(request, metadata=self._metadata, timeout=CALL_TIMEOUT_S)
+        except grpc.aio.AioRpcError as error:
+            if error.code() != grpc.StatusCode.FAILED_PRECONDITION:
+                raise _unavailable(error, "cancel an experiment's run") from None

@@ -1,4 +1,5 @@
-"""What monitors and objectives share: the windows they read, their latched state as the
+"""What monitors and objectives share: the windows they read (and the runs' shapes the run
+watches read), their latched state as the
 control store keeps it, the conditions as the API names them, webhooks shown by host, and the
 handling of a kind of watch (`Watched`): the loop that reads them, listing, acknowledging."""
 
@@ -16,6 +17,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from mcpd import codec
 from mcpd.model.v1 import enums_pb2, query_pb2
+from mcpd.orchestrator.v1 import orchestrator_service_pb2
 from mcpd.runtime.clock import Clock
 from mcpd.runtime.errors import NotFound, quoted
 from mcpd.storage.interfaces import WatchStates
@@ -24,6 +26,7 @@ from services.evaluation.latch import Condition, Latched, Transition, acknowledg
 
 __all__ = [
     "Announcer",
+    "RunShapeReads",
     "Watched",
     "WindowReads",
     "condition_number",
@@ -50,6 +53,18 @@ class WindowReads(Protocol):
         self, project: str, scorer_id: str, start: Timestamp, end: Timestamp
     ) -> tuple[float | None, int]:
         """The mean of the scores from `scorer_id` produced in [start, end), and their count."""
+        ...
+
+
+class RunShapeReads(Protocol):
+    """What the run watches read over a window (the orchestrator)."""
+
+    async def run_shapes(
+        self, project: str, start: Timestamp, end: Timestamp, *, limit: int, baseline: int
+    ) -> orchestrator_service_pb2.GetRunShapesResponse:
+        """Up to `limit` of the runs that ended in [start, end) or, still running, last changed
+        in it, newest first, with the step counts of the newest `baseline` succeeded runs of
+        each of their definition versions."""
         ...
 
 

@@ -25,6 +25,7 @@ from services.orchestrator.outbox import SpanOutbox
 from services.orchestrator.prices import Prices
 from services.orchestrator.runs import Runs, RunStore
 from services.orchestrator.servicer import OrchestratorServicer
+from services.orchestrator.shapes import Shapes
 from services.orchestrator.timers import Timers
 from services.orchestrator.wakeups import Siblings, Wakeups
 
@@ -72,6 +73,7 @@ class Orchestrator:
             Leases(mover, prices),
             Events(store, store, mover),
             Causes(store, mover.bodies),
+            Shapes(store),
             lease_ttl_ms,
         )
         self.timers = Timers(mover)

@@ -46,6 +46,8 @@ __all__ = [
 
 IDEMPOTENCY_TTL_NS = 24 * 3600 * 1_000_000_000
 MAX_KEY_CHARS = 256
+# The most runs one GetRunOutcomes reads.
+MAX_OUTCOMES = 100
 _RUN_STATUS = enum_names(enums_pb2.RunStatus.DESCRIPTOR)
 _ATTEMPT_STATUS = enum_names(enums_pb2.AttemptStatus.DESCRIPTOR)
 _CONSTRUCT = enum_names(enums_pb2.ConstructKind.DESCRIPTOR)
@@ -69,6 +71,22 @@ class Runs:
         self._store = store
         self._mover = mover
         self._clock = mover.clock
+
+    def outcomes(self, request: rpc.GetRunOutcomesRequest) -> rpc.GetRunOutcomesResponse:
+        """The status and end of each run asked for that the project holds, in order."""
+        if not 1 <= len(request.run_ids) <= MAX_OUTCOMES:
+            raise InvalidArgument(f"run_ids must name 1 to {MAX_OUTCOMES} runs", field="run_ids")
+        answer = rpc.GetRunOutcomesResponse()
+        for run_id in request.run_ids:
+            found = self._store.run_detail(request.project, run_id)
+            if found is None:
+                continue
+            row = cast(Mapping[str, Any], found.run)
+            status = enums_pb2.RunStatus.ValueType(_RUN_STATUS.by_name[row["status"]])
+            outcome = answer.runs.add(run_id=run_id, status=status)
+            if row["ended_at"] is not None:
+                outcome.ended_at.CopyFrom(timestamp_of(row["ended_at"]))
+        return answer
 
     def start(self, request: runs_pb2.StartRunRequest) -> runs_pb2.Run:
         """Start a run (see the module docstring); the same run again for a held key."""

@@ -17,6 +17,7 @@ from services.orchestrator.definitions import Definitions
 from services.orchestrator.events import Events
 from services.orchestrator.leases import Leases
 from services.orchestrator.runs import Runs
+from services.orchestrator.shapes import Shapes
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -24,8 +25,9 @@ Context = grpc.aio.ServicerContext[Any, Any]
 @pending_rpcs("the run orchestrator issue")
 class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServicer):
     """Definitions, starting, cancelling and reading runs, events and signals, workers, claims
-    and leases, and the run store's erasure; the rest answers UNIMPLEMENTED until it lands.
-    The auth interceptor has resolved each request's project."""
+    and leases, the run store's erasure and the run shapes the evaluation service reads; the
+    rest answers UNIMPLEMENTED until it lands. The auth interceptor has resolved each request's
+    project."""
 
     def __init__(
         self,
@@ -35,6 +37,7 @@ class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServ
         leases: Leases,
         events: Events,
         causes: Causes,
+        shapes: Shapes,
         lease_ttl_ms: int,
     ) -> None:
         self._erasure = erasure
@@ -43,6 +46,7 @@ class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServ
         self._leases = leases
         self._events = events
         self._causes = causes
+        self._shapes = shapes
         self._lease_ttl_ms = lease_ttl_ms
 
     async def CreateDefinition(
@@ -154,3 +158,15 @@ class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServ
             runs_in_flight=erased.runs_in_flight,
             in_flight_roots=erased.in_flight_roots,
         )
+
+    async def GetRunOutcomes(
+        self, request: orchestrator_service_pb2.GetRunOutcomesRequest, context: Context
+    ) -> orchestrator_service_pb2.GetRunOutcomesResponse:
+        # The auth interceptor has admitted only a calling service, and resolved the project.
+        return await asyncio.to_thread(self._runs.outcomes, request)
+
+    async def GetRunShapes(
+        self, request: orchestrator_service_pb2.GetRunShapesRequest, context: Context
+    ) -> orchestrator_service_pb2.GetRunShapesResponse:
+        # The auth interceptor has admitted only a calling service, and resolved the project.
+        return await asyncio.to_thread(self._shapes.read, request)

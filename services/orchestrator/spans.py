@@ -3,11 +3,12 @@ the transaction of the change they record (`RunChanges.spans`) and sent to inges
 `outbox`.
 
 A run is a `workflow_run` span (its id derived from the run id, the root of its trace; a child
-run's hangs under its parent's subworkflow step). Each attempt that ends is a span under its
-run's: `workflow_step` for a task, `agent_run` for an agent step, and for a node's own row the
-construct's kind (`workflow_parallel` for parallel and foreach, `workflow_loop`,
-`workflow_sleep`, `workflow_wait_event`; `workflow_step` for a subworkflow). Worker spans nest
-under the attempt's span, whose id the lease carries. Every span carries the run's correlation.
+run's hangs under its parent's subworkflow step), with the run's input and output. Each attempt
+that ends is a span under its run's: `workflow_step` for a task, `agent_run` for an agent step,
+and for a node's own row the construct's kind (`workflow_parallel` for parallel and foreach,
+`workflow_loop`, `workflow_sleep`, `workflow_wait_event`; `workflow_step` for a subworkflow).
+Worker spans nest under the attempt's span, whose id the lease carries. Every span carries the
+run's correlation.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, cast
 
 from mcpd import codec
 from mcpd.model.v1 import enums_pb2, telemetry_pb2
-from mcpd.signals.messages import timestamp_of
+from mcpd.signals.messages import timestamp_of, value_of
 from mcpd.storage.run_records import AttemptRow, RunRow
 from services.orchestrator.new_runs import run_correlation
 
@@ -47,6 +48,10 @@ def run_span(run: Mapping[str, Any], parent_span_id: str | None) -> dict[str, An
     span.is_root = parent_span_id is None
     _times(span, run["created_at"], run["ended_at"])
     _status(span, run["status"], run["error"])
+    # The run's input and output are its trace's: what a scorer reads as the run's answer.
+    for name in ("input", "output"):
+        if run[name] is not None:
+            getattr(span, name).CopyFrom(value_of(run[name]))
     span.attributes.struct_value.update(
         {
             "mcpd.run.definition_id": run["definition_id"],

@@ -101,6 +101,8 @@ def erasure_result(
         feedback=counts.feedback,
         deleted=sum(signals) + counts.feedback,
         aspect_notes_erased=counts.aspect_notes,
+        dataset_items_erased=counts.dataset_items,
+        datasets=counts.datasets,
         unmatchable_identifiers=0,
     )
     notes: list[str] = []

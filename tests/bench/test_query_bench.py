@@ -27,6 +27,7 @@ from bench.query.generator import (
     DatasetConfig,
     json_size,
 )
+from bench.query.monitors import MONITOR_QUERIES
 from bench.query.run import (
     LIST_QUERIES,
     QUERIES,
@@ -319,9 +320,11 @@ def test_through_the_daemon(tmp_path: Path) -> None:
     document = run(_tiny(tmp_path))
     sqlite = document["results"]["sqlite"]
     assert sqlite["daemon_startup_s"] is not None
-    for name in QUERIES:
+    for name in (*QUERIES, *MONITOR_QUERIES):
         http = sqlite["http"][name]
         assert http["count"] == 3, (name, http)
         assert http["errors"] == 0, (name, http)
         assert http["check"] is None, (name, http)
+    # A monitor reads every run of the corpus's 30 days.
+    assert sqlite["http"]["monitor_trace_count"]["rows"] == 60
     assert "sqlite" in document["verdicts"]

@@ -1,11 +1,15 @@
 """Monitors and objectives end to end: a real `mcpd serve` on SQLite and PostgreSQL, both from
 its configuration file, evaluated every half second over the runs ingest stored, read over REST
-and gRPC, acknowledged, and announced to a real webhook receiver once per transition."""
+and gRPC, acknowledged, and announced to a real webhook receiver once per transition; and the
+two watches over orchestrator runs tripped by real runs that a real worker (the SDK's, in this
+process) walks through a loop."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import grpc
@@ -14,6 +18,7 @@ import pytest
 
 from mcpd.evaluation.v1 import evaluation_service_pb2, evaluation_service_pb2_grpc
 from mcpd.model.v1 import enums_pb2
+from mcpd.sdk import Client, Step, Worker, definitions_of
 from mcpd.testing.daemon import DaemonProcess
 from mcpd.testing.eventually import eventually
 from services.evaluation.tests.receiver import Receiver
@@ -32,11 +37,22 @@ def receiver() -> Iterator[Receiver]:
     made.server.shutdown()
 
 
+@pytest.fixture(scope="module")
+def run_hooks() -> Iterator[Receiver]:
+    """The receiver of the run watches' webhook."""
+    made = Receiver()
+    yield made
+    made.server.shutdown()
+
+
 @pytest.fixture(
     scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
 def daemon(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, receiver: Receiver
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    receiver: Receiver,
+    run_hooks: Receiver,
 ) -> Iterator[DaemonProcess]:
     directory = tmp_path_factory.mktemp(f"monitors-{request.param}")
     config = directory / "mcpd.toml"
@@ -63,6 +79,22 @@ compare = "below"
 threshold = 1
 window_seconds = 5
 min_samples = 100
+
+[[monitors]]
+id = "divergent"
+name = "Runs stray from their shape"
+watch = "step_count_divergence"
+window_seconds = 3600
+
+[[monitors]]
+id = "repeating"
+name = "Runs repeat themselves"
+watch = "run_repetition"
+compare = "above"
+threshold = 5
+window_seconds = 3600
+min_samples = 3
+webhook = "http://{run_hooks.host}/hooks/runs"
 
 [[slos]]
 id = "answers"
@@ -187,3 +219,86 @@ def test_a_silent_window_trips_a_trace_count_monitor(daemon: DaemonProcess) -> N
     assert over_rest.json()["condition"] == "acknowledged"
     unknown = httpx.post(f"{monitors}/nope/acknowledge", json={}, timeout=30)
     assert (unknown.status_code, unknown.json()["error"]["field"]) == (404, "monitor_id")
+
+
+# A loop whose body runs until the iteration named by the run's input: `last + 1` steps, every
+# one an attempt at the same node (poll/check).
+PROBE = {
+    "steps": [
+        {
+            "id": "poll",
+            "kind": "loop",
+            "max_iterations": 60,
+            "until": {"gte": ["${iteration}", "${input.last}"]},
+            "body": {"id": "check", "kind": "task"},
+        }
+    ]
+}
+
+
+@contextmanager
+def _worker(daemon: DaemonProcess) -> Iterator[Client]:
+    """A client of the local project, with a real worker serving PROBE in a thread."""
+
+    def check(step: Step) -> dict[str, int]:
+        return {"attempt": step.attempt}
+
+    with Client(daemon.grpc_addr) as client:
+        client.define("probe", PROBE)
+        worker = Worker(
+            client,
+            worker_id="probe-worker",
+            handlers={"poll/check": check},
+            definitions=definitions_of([("probe", PROBE)]),
+            wait_ms=500,
+        )
+        thread = threading.Thread(target=worker.run, name="probe-worker", daemon=True)
+        thread.start()
+        try:
+            yield client
+        finally:
+            worker.stop()
+            thread.join(timeout=10)
+
+
+def _ended(client: Client, run_ids: list[str]) -> None:
+    for run_id in run_ids:
+        assert client.wait(run_id, timeout_s=60).status == enums_pb2.RUN_STATUS_SUCCEEDED
+
+
+def test_real_runs_trip_the_run_watches(daemon: DaemonProcess, run_hooks: Receiver) -> None:
+    before = len(run_hooks.bodies)
+    with _worker(daemon) as client:
+        # Twelve usual runs, of 2, 3 and 4 steps: median 3, MAD 1.
+        _ended(client, [client.start("probe", {"last": 1 + n % 3}).run_id for n in range(12)])
+
+        def usual(monitor_id: str) -> dict[str, Any]:
+            state = _condition(daemon, monitor_id, "nominal")
+            assert state["last"]["samples"] == 12, state
+            return state
+
+        assert eventually(lambda: usual("divergent"), timeout=20)["last"]["value"] == (
+            pytest.approx(0.6745)
+        )
+        assert eventually(lambda: usual("repeating"), timeout=20)["last"]["value"] == 3.0
+
+        # A runaway: 40 steps, every one at the same node.
+        runaway = client.start("probe", {"last": 39}).run_id
+        _ended(client, [runaway])
+
+    def tripped(monitor_id: str, value: float) -> dict[str, Any]:
+        state = _condition(daemon, monitor_id, "tripped")
+        assert (state["last"]["samples"], state["last"]["value"]) == (13, pytest.approx(value))
+        return state
+
+    divergent = eventually(lambda: tripped("divergent", 0.6745 * 37), timeout=20)
+    assert divergent["monitor"]["threshold"] == 3.5  # the spec's bound, by default
+    assert f"run {runaway} of probe v1 took 40 steps" in divergent["last"]["detail"]
+    eventually(lambda: tripped("repeating", (4 * 2 + 4 * 3 + 4 * 4 + 40) / 13), timeout=20)
+
+    def announced() -> list[tuple[str, str]]:
+        found = [(body["transition"], body["monitor_id"]) for body in run_hooks.bodies[before:]]
+        assert found, "no announcement yet"
+        return found
+
+    assert eventually(announced, timeout=10) == [("tripped", "repeating")]

@@ -90,7 +90,7 @@ async def test_capabilities_over_rest_equal_grpc(
 async def test_rest_errors_share_one_shape_through_the_daemon() -> None:
     async with DaemonProcess() as daemon, httpx.AsyncClient(base_url=daemon.http_url) as http:
         missing = await http.get("/v1/api/no-such-route")
-        unimplemented = await http.get("/v1/api/datasets")
+        unimplemented = await http.get("/v1/api/aspects")
         bad_json = await http.post(
             "/v1/api/ingest", content=b"{not json", headers={"content-type": "application/json"}
         )
@@ -102,7 +102,7 @@ async def test_rest_errors_share_one_shape_through_the_daemon() -> None:
         assert set(error) >= {"code", "status", "reason", "message"}
         assert error["code"] == response.status_code
     assert unimplemented.json()["error"]["status"] == "UNIMPLEMENTED"
-    assert "EvaluationService/ListDatasets" in unimplemented.json()["error"]["message"]
+    assert "IntelligenceService/GetAspectCatalogue" in unimplemented.json()["error"]["message"]
 
 
 async def test_query_and_gateway_as_separate_processes() -> None:

@@ -245,6 +245,8 @@ class EvaluationSettings:
     as fit in the request's deadline (docs/evaluation.md). `monitor_interval_s` is how often the
     monitors (`[[monitors]]`) and objectives (`[[slos]]`) are read; an objective trips when its
     one-hour burn rate exceeds `slo_fast_burn` and its six-hour rate `slo_slow_burn` together.
+    `experiment_interval_s` is how often the experiments mcpd drives are advanced (runs started,
+    ended runs scored).
     """
 
     judge_url: str | None = None
@@ -253,6 +255,7 @@ class EvaluationSettings:
     judge_timeout_s: float = 30.0
     judge_concurrency: int = 4
     monitor_interval_s: float = 60.0
+    experiment_interval_s: float = 2.0
     slo_fast_burn: float = 14.4
     slo_slow_burn: float = 6.0
 
@@ -578,11 +581,10 @@ def _validate_evaluation(
         raise fail(
             "evaluation.judge_concurrency", f"must be from 1 to {MAX_JUDGE_CONCURRENCY} calls"
         )
-    interval = evaluation.monitor_interval_s
-    if not (math.isfinite(interval) and interval >= MIN_MONITOR_INTERVAL_S):
-        raise fail(
-            "evaluation.monitor_interval_s", f"must be at least {MIN_MONITOR_INTERVAL_S} seconds"
-        )
+    for key in ("monitor_interval_s", "experiment_interval_s"):
+        interval = getattr(evaluation, key)
+        if not (math.isfinite(interval) and interval >= MIN_MONITOR_INTERVAL_S):
+            raise fail(f"evaluation.{key}", f"must be at least {MIN_MONITOR_INTERVAL_S} seconds")
     for key in ("slo_fast_burn", "slo_slow_burn"):
         rate = getattr(evaluation, key)
         if not (math.isfinite(rate) and rate > 0):

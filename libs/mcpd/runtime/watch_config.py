@@ -6,9 +6,10 @@ table each.
 id = "support-errors"
 name = "Support bot failing"
 project = "support"            # default: security.local_project
-watch = "error_rate"           # error_rate, latency_p95, cost, trace_count, score_mean
-compare = "above"              # above or below
-threshold = 0.2
+watch = "error_rate"           # error_rate, latency_p95, cost, trace_count, score_mean,
+                               # step_count_divergence, run_repetition
+compare = "above"              # above or below (step_count_divergence: above, the default)
+threshold = 0.2                # step_count_divergence: the bound, 3.5 by default
 window_seconds = 900
 min_samples = 20               # default 1
 scorer_id = "contains"         # score_mean only, and required there
@@ -40,13 +41,36 @@ from urllib.parse import urlsplit
 
 from mcpd.runtime.errors import InvalidArgument
 
-__all__ = ["COMPARES", "WATCHES", "MonitorSettings", "SloSettings", "parse_monitors", "parse_slos"]
+__all__ = [
+    "COMPARES",
+    "DIVERGENCE_BOUND",
+    "WATCHES",
+    "MonitorSettings",
+    "SloSettings",
+    "parse_monitors",
+    "parse_slos",
+]
 
-WATCHES = ("error_rate", "latency_p95", "cost", "trace_count", "score_mean")
+WATCHES = (
+    "error_rate",
+    "latency_p95",
+    "cost",
+    "trace_count",
+    "score_mean",
+    "step_count_divergence",
+    "run_repetition",
+)
 COMPARES = ("above", "below")
+# The spec's bound on a run's modified z-score, the usual one for it (Iglewicz and Hoaglin).
+DIVERGENCE = "step_count_divergence"
+DIVERGENCE_BOUND = 3.5
 _ID = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
-_REQUIRED = ("id", "name", "watch", "compare", "threshold", "window_seconds")
-_KNOWN = frozenset({*_REQUIRED, "project", "min_samples", "scorer_id", "webhook", "enabled"})
+_REQUIRED = ("id", "name", "watch", "window_seconds")
+# Required but for step_count_divergence, which has a default for each.
+_JUDGED = ("compare", "threshold")
+_KNOWN = frozenset(
+    {*_REQUIRED, *_JUDGED, "project", "min_samples", "scorer_id", "webhook", "enabled"}
+)
 _SLO_REQUIRED = ("id", "name", "objective", "window_days")
 _SLO_KNOWN = frozenset({*_SLO_REQUIRED, "project", "min_samples", "webhook", "enabled"})
 
@@ -162,13 +186,20 @@ def _monitor(
     table: Mapping[str, object], at: str, source: str, default_project: str
 ) -> MonitorSettings:
     _check_keys(table, _REQUIRED, _KNOWN, at, source)
+    watch = _choice(table, "watch", WATCHES, at, source)
+    defaults = {"compare": "above", "threshold": DIVERGENCE_BOUND} if watch == DIVERGENCE else {}
+    for key in _JUDGED:
+        if key not in table and key not in defaults:
+            raise _error(f"{at}.{key}", source, "is required")
     monitor = MonitorSettings(
         id=_id(table, at, source),
         name=_text(table, "name", at, source),
         project=_text(table, "project", at, source) if "project" in table else default_project,
-        watch=_choice(table, "watch", WATCHES, at, source),
-        compare=_choice(table, "compare", COMPARES, at, source),
-        threshold=_number(table, "threshold", at, source),
+        watch=watch,
+        compare=_choice(table, "compare", COMPARES, at, source) if "compare" in table else "above",
+        threshold=_number(table, "threshold", at, source)
+        if "threshold" in table
+        else DIVERGENCE_BOUND,
         window_seconds=_count(table, "window_seconds", at, source, least=1),
         min_samples=_count(table, "min_samples", at, source, least=0, default=1),
         scorer_id=_text(table, "scorer_id", at, source) if "scorer_id" in table else None,
@@ -177,6 +208,9 @@ def _monitor(
     )
     if (monitor.watch == "score_mean") != (monitor.scorer_id is not None):
         raise _error(f"{at}.scorer_id", source, "is required for watch score_mean, and only there")
+    if monitor.watch == DIVERGENCE and monitor.compare != "above":
+        # It trips on a run whose score exceeds the bound; its value is the highest score.
+        raise _error(f"{at}.compare", source, "step_count_divergence trips above its bound only")
     return monitor
 
 

@@ -247,8 +247,9 @@ class ErasureCounts:
     """What an erasure matched in the trace store, per table. `traces` counts trace rows of
     traces erased whole (every trace with a matching span, all its spans and what hangs off
     it); the other counts also include rows matched on their own correlation. `sessions` counts
-    session read-model sessions removed. `deletes_pending` when the backend applies deletes
-    after returning (ClickHouse)."""
+    session read-model sessions removed. `dataset_items` counts the dataset items captured from
+    the erased traces and emptied in place, `datasets` the datasets they sit in (sorted).
+    `deletes_pending` when the backend applies deletes after returning (ClickHouse)."""
 
     traces: int = 0
     spans: int = 0
@@ -258,4 +259,6 @@ class ErasureCounts:
     feedback: int = 0
     aspect_notes: int = 0
     sessions: int = 0
+    dataset_items: int = 0
+    datasets: tuple[str, ...] = ()
     deletes_pending: bool = False

@@ -37,6 +37,14 @@ from mcpd.signals.queries import (
     Window,
 )
 from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
+from mcpd.storage.evaluation_records import (
+    DatasetItemRow,
+    DatasetRow,
+    ExperimentCost,
+    ExperimentItemRow,
+    ExperimentRow,
+    ExperimentScore,
+)
 from mcpd.storage.records import (
     AuditPage,
     StoredAccount,
@@ -53,6 +61,7 @@ from mcpd.storage.run_records import (
     RunErasure,
     RunEventRow,
     RunRow,
+    RunShapes,
     RunSnapshot,
     StoredDefinition,
     TimerRow,
@@ -268,6 +277,98 @@ class SignalRetention(Protocol):
         ...
 
 
+# --- the evaluation service's part of the trace store -------------------------------------------
+
+
+@runtime_checkable
+class DatasetRecords(Protocol):
+    """Datasets and their items. Pages: datasets newest first by (created_at, dataset_id), items
+    in the order they were added by (created_at, item_id); `after` is the previous page's last
+    key."""
+
+    def create_dataset(self, project: str, dataset: DatasetRow) -> None:
+        """Store a new dataset; AlreadyExists (field `name`) when the project has one of that
+        name."""
+        ...
+
+    def datasets(
+        self, project: str, *, after: tuple[int, str] | None, limit: int
+    ) -> list[DatasetRow]:
+        """A page of the project's datasets, with their item counts."""
+        ...
+
+    def dataset(self, project: str, dataset_id: str) -> DatasetRow | None:
+        """One dataset with its item count; None when the project has none of that id."""
+        ...
+
+    def add_dataset_items(self, project: str, items: Sequence[DatasetItemRow]) -> int:
+        """Store items (an item of a stored id in its dataset replaces it, keeping its place);
+        how many were written."""
+        ...
+
+    def dataset_items(
+        self, project: str, dataset_id: str, *, after: tuple[int, str] | None, limit: int
+    ) -> list[DatasetItemRow]:
+        """A page of one dataset's items."""
+        ...
+
+
+@runtime_checkable
+class ExperimentRecords(Protocol):
+    """Experiments, the items of the runs mcpd drives for them, and what their traces and scores
+    say. Pages: newest first by (created_at, experiment_id)."""
+
+    def create_experiment(self, project: str, experiment: ExperimentRow) -> None:
+        """Store a new experiment."""
+        ...
+
+    def experiment(self, project: str, experiment_id: str) -> ExperimentRow | None:
+        """One experiment; None when the project has none of that id."""
+        ...
+
+    def experiments(
+        self,
+        project: str,
+        *,
+        dataset_id: str | None,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[ExperimentRow]:
+        """A page of the project's experiments, only those over `dataset_id` when given."""
+        ...
+
+    def change_experiment(
+        self, project: str, experiment: ExperimentRow, *, expected: Sequence[str]
+    ) -> bool:
+        """Replace a stored experiment's row with `experiment` when its stored status is one of
+        `expected`; whether it did."""
+        ...
+
+    def driven_experiments(self, statuses: Sequence[str]) -> list[tuple[str, ExperimentRow]]:
+        """(project, experiment) of every experiment mcpd drives whose status is one of
+        `statuses`, oldest first."""
+        ...
+
+    def put_experiment_items(
+        self, project: str, experiment_id: str, items: Sequence[ExperimentItemRow]
+    ) -> None:
+        """Store where the runs of an experiment's items got to (one row per item, replaced)."""
+        ...
+
+    def experiment_items(self, project: str, experiment_id: str) -> list[ExperimentItemRow]:
+        """Every item row of one experiment, by item id."""
+        ...
+
+    def experiment_scores(self, project: str, experiment_id: str) -> list[ExperimentScore]:
+        """Every score whose correlation carries the experiment id, with the item its trace ran
+        when an item row names that trace."""
+        ...
+
+    def experiment_cost(self, project: str, experiment_id: str) -> ExperimentCost:
+        """The count and summed cost of the traces whose correlation carries the experiment id."""
+        ...
+
+
 @runtime_checkable
 class TraceStore(
     MigratedStore,
@@ -280,10 +381,12 @@ class TraceStore(
     SignalAnalytics,
     SignalErasure,
     SignalRetention,
+    DatasetRecords,
+    ExperimentRecords,
     Protocol,
 ):
-    """Spans, traces, logs, metrics, scores, feedback, aspect notes, themes and facets: every
-    part above, for the composition root."""
+    """Spans, traces, logs, metrics, scores, feedback, aspect notes, themes and facets, datasets
+    and experiments: every part above, for the composition root."""
 
 
 # --- the parts of the run store -----------------------------------------------------------------
@@ -383,6 +486,16 @@ class RunReads(Protocol):
         self, project: str, run_id: str, *, after: int | None, limit: int
     ) -> list[RunEventRow]:
         """Up to `limit` rows of the project's run's event log with seq above `after`, in order."""
+        ...
+
+    def run_shapes(
+        self, project: str, *, start: int, end: int, limit: int, baseline: int
+    ) -> RunShapes:
+        """The shapes of the project's runs that ended in [start, end) or, still running, last
+        changed in it: up to `limit` of them, newest first by that instant (`truncated` when
+        there were more), each with its step count and the most attempts it made at any one
+        node of its definition; and, for each definition version among them, the steps_used of
+        its newest `baseline` succeeded runs (by start), newest first."""
         ...
 
 

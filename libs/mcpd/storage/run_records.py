@@ -3,6 +3,7 @@
 `RunErasure` is the run store's part of an erasure request: the spec's ErasureResult carries
 its counts (`runs_erased`, `runs_in_flight`) and turns `in_flight_roots` into the note that
 tells an operator which run trees to cancel or wait for before sending the request again.
+`RunShapes` is what the evaluation service's run watches read of a window's runs.
 `StoredDefinition` and `PlacedDefinition` are the spec's Definition and DefinitionVersion;
 `NewDefinition` is a checked DefinitionDocument. The run rows (`RunRow`, `AttemptRow`,
 `LeaseRow`, `TimerRow`, `WaitRow`, `RunEventRow`) are the run store's tables as the orchestrator
@@ -28,6 +29,32 @@ class RunErasure:
     runs_erased: int = 0
     runs_in_flight: int = 0
     in_flight_roots: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunShape:
+    """What the run watches read of one run: its definition version, status, step count, end
+    (None while it runs) and `max_node_attempts`, the most attempts it made at any one node of
+    its definition (retries and loop iterations of a node alike; 0 when it made none)."""
+
+    run_id: str
+    definition_id: str
+    definition_version: int
+    status: str
+    steps_used: int
+    ended_at: int | None
+    max_node_attempts: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunShapes:
+    """A window's runs, newest first (`truncated`: more were in it than asked for), and for
+    each definition version among them the step counts of its newest succeeded runs, newest
+    first (`baselines`, by (definition id, version))."""
+
+    runs: tuple[RunShape, ...] = ()
+    truncated: bool = False
+    baselines: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""Fixtures of the evaluation service's tests: a manual clock, a migrated SQLite control store,
-a webhook receiver and the webhook sender running in the test's event loop."""
+"""Fixtures of the evaluation service's tests: a manual clock, migrated SQLite control and trace
+stores, a webhook receiver and the webhook sender running in the test's event loop."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import pytest
 from mcpd.runtime.clock import ManualClock
 from mcpd.storage.sql.control_store import SqlControlStore
 from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
+from mcpd.storage.sql.stores import SqlTraceStore
+from mcpd.testing.templates import SqliteTemplates
 from services.evaluation.tests.receiver import Receiver
 from services.evaluation.webhooks import Webhooks
 
@@ -46,3 +48,13 @@ async def webhooks() -> AsyncIterator[Webhooks]:
     yield made
     stop.set()
     await task
+
+
+@pytest.fixture
+def traces(tmp_path: Path, sqlite_templates: SqliteTemplates) -> Iterator[SqlTraceStore]:
+    """A migrated SQLite trace store, copied from the session's template (datasets and
+    experiments live there)."""
+    path = sqlite_templates.copy("trace", tmp_path / "trace.db")
+    store = SqlTraceStore(create_sqlite_engine(path, synchronous=Synchronous.NORMAL))
+    yield store
+    store.close()

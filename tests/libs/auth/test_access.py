@@ -79,6 +79,12 @@ def test_the_service_credential_reaches_what_services_call_and_nothing_else() ->
     assert accepting == {
         # The query service's erasure of a subject's runs.
         "/mcpd.orchestrator.v1.OrchestratorService/EraseSubjectRuns",
+        # The run watches' runs.
+        "/mcpd.orchestrator.v1.OrchestratorService/GetRunShapes",
+        # The runs of the experiments mcpd drives.
+        "/mcpd.orchestrator.v1.OrchestratorService/StartRun",
+        "/mcpd.orchestrator.v1.OrchestratorService/GetRunOutcomes",
+        "/mcpd.orchestrator.v1.OrchestratorService/CancelRun",
         # The orchestrator's run spans; a scoring pass's scores.
         "/mcpd.ingest.v1.IngestService/Ingest",
         # A scoring pass's runs (GetTraceJson is GetTrace's REST twin, with its access).
@@ -90,7 +96,11 @@ def test_the_service_credential_reaches_what_services_call_and_nothing_else() ->
         "/mcpd.query.v1.QueryService/ListScores",
     }
     internal = [path for path, rule in access_rules().items() if rule.internal]
-    assert internal == ["/mcpd.orchestrator.v1.OrchestratorService/EraseSubjectRuns"]
+    assert internal == [
+        "/mcpd.orchestrator.v1.OrchestratorService/EraseSubjectRuns",
+        "/mcpd.orchestrator.v1.OrchestratorService/GetRunShapes",
+        "/mcpd.orchestrator.v1.OrchestratorService/GetRunOutcomes",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -495,6 +495,7 @@ def test_the_judge_key_is_never_in_the_rendered_settings(home: Path, tmp_path: P
         "judge_timeout_s": 30.0,
         "judge_concurrency": 4,
         "monitor_interval_s": 60.0,
+        "experiment_interval_s": 2.0,
         "slo_fast_burn": 14.4,
         "slo_slow_burn": 6.0,
     }

@@ -51,6 +51,26 @@ def test_every_key_is_read_and_defaults_filled() -> None:
     )
 
 
+def test_the_run_watches_are_read_and_divergence_has_its_bound_by_default() -> None:
+    divergence = {"id": "shape", "name": "Shape", "watch": "step_count_divergence"}
+    repetition = {**BASE, "id": "loops", "watch": "run_repetition", "threshold": 2}
+    assert parse_monitors(
+        [{**divergence, "window_seconds": 60}, repetition], "f", default_project="d"
+    ) == (
+        MonitorSettings("shape", "Shape", "d", "step_count_divergence", "above", 3.5, 60),
+        MonitorSettings("loops", "Failing", "d", "run_repetition", "above", 2.0, 900),
+    )
+    bounded = {**divergence, "window_seconds": 60, "compare": "above", "threshold": 5}
+    assert parse_monitors([bounded], "f", default_project="d")[0].threshold == 5.0
+    with pytest.raises(InvalidArgument, match="above its bound only") as below:
+        parse_monitors([{**bounded, "compare": "below"}], "f", default_project="d")
+    assert below.value.field == "monitors[0].compare"
+    without = {key: value for key, value in repetition.items() if key != "compare"}
+    with pytest.raises(InvalidArgument, match="is required") as missing:
+        parse_monitors([without], "f", default_project="d")
+    assert missing.value.field == "monitors[0].compare"
+
+
 @pytest.mark.parametrize(
     ("changes", "field", "words"),
     [

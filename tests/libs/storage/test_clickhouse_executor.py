@@ -604,6 +604,7 @@ def test_a_large_group_commit_over_http_keeps_every_url_small(
     assert [request.body.split(b" ", 3)[2] for request in inserts] == [
         b"spans",
         b"traces",
+        b"rollups",
         b"ingest_keys",
     ]
     assert len(inserts[0].body) > 2 * 1024 * 1024

@@ -23,6 +23,7 @@ from mcpd.storage.clickhouse.signals import columns
 from mcpd.storage.clickhouse.signals.columns import SPANS, TRACE_ROW, TRACES, Table
 from mcpd.testing.templates import ClickHouseTemplate
 from tests.libs.signals.samples import MS, T0, span
+from tests.libs.storage.test_migrations import CLICKHOUSE_REVISIONS
 
 SECOND = 1_000_000_000
 # 2026-02-01T00:00:00Z: T0 (2026-01-01) and this are in two monthly partitions.
@@ -261,7 +262,7 @@ def test_0004_keeps_every_trace_of_a_0003_table_readable(tmp_path: Path) -> None
         old_rows = columns.column_data(TRACES_0003, [older, *expected.values()])
         executor.insert("traces", TRACES_0003.names, old_rows, "JSONCompactColumns")
 
-        assert migrate(executor) == ["0004_query_layout", "0005_trace_turns"]
+        assert migrate(executor) == CLICKHOUSE_REVISIONS[3:]
 
         store = ClickHouseTraceStore(executor)
         for trace_id, rows in spans.items():

@@ -265,6 +265,7 @@ def test_a_call_inserts_each_table_once_and_the_keys_last(ch: Store) -> None:
         "logs",
         "scores",
         "traces",
+        "rollups",
         "facet_values",
         "ingest_keys",
     ]

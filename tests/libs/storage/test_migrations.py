@@ -55,7 +55,14 @@ SESSION_TABLES = {
 # What ingest writes beside the signals on SQL (idempotency keys, tail sampling's holding table).
 SQL_SIGNAL_TABLES = {"ingest_keys", "held_spans"}
 # SQLite's arrival sequence (delta polling); the table exists on PostgreSQL too, unused.
-SQL_TRACE_TABLES = TRACE_TABLES | SESSION_TABLES | SQL_SIGNAL_TABLES | {"arrival_clock"}
+EVALUATION_TABLES = {"datasets", "dataset_items", "experiments", "experiment_items"}
+SQL_TRACE_TABLES = (
+    TRACE_TABLES
+    | SESSION_TABLES
+    | SQL_SIGNAL_TABLES
+    | EVALUATION_TABLES
+    | {"arrival_clock", "rollups"}
+)
 # SQLite's FTS5 search tables and their shadow tables: created by the migration, not declared in
 # the MetaData (which the comparison below therefore leaves out).
 SQLITE_SEARCH_TABLES = {
@@ -90,6 +97,8 @@ CLICKHOUSE_REVISIONS = [
     "0003_ingest_keys_held_spans",
     "0004_query_layout",
     "0005_trace_turns",
+    "0006_datasets",
+    "0007_rollups",
 ]
 EXPECTED_TABLES = {"trace": SQL_TRACE_TABLES, "run": RUN_TABLES, "control": CONTROL_TABLES}
 # Every store's revisions, oldest first: what a fresh database has applied after `migrate`.
@@ -101,8 +110,16 @@ REVISIONS = {
         "0004_query_read_paths",
         "0005_span_head_json",
         "0006_trace_sessions",
+        "0007_datasets",
+        "0008_rollups",
     ],
-    "run": ["0001_initial", "0002_definition_digest", "0003_leases", "0004_span_outbox"],
+    "run": [
+        "0001_initial",
+        "0002_definition_digest",
+        "0003_leases",
+        "0004_span_outbox",
+        "0005_run_endings",
+    ],
     "control": [
         "0001_initial",
         "0002_key_owner_audit_order",
@@ -115,7 +132,11 @@ REVISIONS = {
 def test_trace_store_migrate_creates_every_table(trace_store: OpenedStore) -> None:
     clickhouse = trace_store.backend == "clickhouse"
     tables = (
-        TRACE_TABLES | CLICKHOUSE_SESSION_TABLES | SQL_SIGNAL_TABLES
+        TRACE_TABLES
+        | CLICKHOUSE_SESSION_TABLES
+        | SQL_SIGNAL_TABLES
+        | EVALUATION_TABLES
+        | {"rollups"}
         if clickhouse
         else SQL_TRACE_TABLES
     )

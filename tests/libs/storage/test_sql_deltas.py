@@ -15,6 +15,7 @@ from sqlalchemy import select
 from mcpd.runtime.errors import InvalidArgument
 from mcpd.signals.batch import SignalBatch
 from mcpd.signals.queries import DeltaPage, DeltaPosition
+from mcpd.signals.rollups import DAY_NS
 from mcpd.signals.rows import LogRow, SpanRow, TraceRow
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.schema import trace as schema
@@ -199,9 +200,13 @@ def test_postgres_holds_back_rows_behind_a_transaction_still_open(store: SqlTrac
     """An older transaction that commits after a younger one: the younger one's rows wait
     until the older one has committed, and then both arrive, older first."""
     start = store.deltas("p", "spans", None, limit=10).position
+    # Two days apart: a writer holds the rollup rows it added until it commits (decision 184),
+    # so the younger would wait for the older if both counted in the same hour and day.
+    later = T0 + 2 * DAY_NS
     with store.engine.begin() as older:
         write_batches(older, SqlDialect.of(store.engine), [batch(spans=[span("older")])])
-        store.write_batches([batch(spans=[span("younger", trace_id="t2")])])
+        younger = span("younger", trace_id="t2", start_time=later, end_time=later + 10 * MS)
+        store.write_batches([batch(spans=[younger])])
         held = store.deltas("p", "spans", start, limit=10)
         assert held == DeltaPage(rows=[], position=start, has_more=False)
 

@@ -221,6 +221,8 @@ def test_rows_stored_before_the_index_are_indexed_by_the_migration(
             "0004_query_read_paths",
             "0005_span_head_json",
             "0006_trace_sessions",
+            "0007_datasets",
+            "0008_rollups",
         ]
 
         assert span_ids(opened, "archived words") == ["s1"]

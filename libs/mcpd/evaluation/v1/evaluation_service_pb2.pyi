@@ -233,8 +233,11 @@ class AddDatasetItemsRequest(_message.Message):
 
     DATASET_ID_FIELD_NUMBER: _builtins.int
     ITEMS_FIELD_NUMBER: _builtins.int
+    PROJECT_FIELD_NUMBER: _builtins.int
     dataset_id: _builtins.str
     """Dataset id."""
+    project: _builtins.str
+    """Project selector."""
     @_builtins.property
     def items(self) -> _containers.RepeatedCompositeFieldContainer[_evaluation_pb2.DatasetItem]:
         """The items."""
@@ -244,12 +247,15 @@ class AddDatasetItemsRequest(_message.Message):
         *,
         dataset_id: _builtins.str = ...,
         items: _abc.Iterable[_evaluation_pb2.DatasetItem] | None = ...,
+        project: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_project", b"_project", "project", b"project"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["dataset_id", b"dataset_id", "items", b"items"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_project", b"_project", "dataset_id", b"dataset_id", "items", b"items", "project", b"project"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__project: _TypeAlias = _typing.Literal["project"]  # noqa: Y015
+    _WhichOneofArgType__project: _TypeAlias = _typing.Literal["_project", b"_project"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__project) -> _WhichOneofReturnType__project | None: ...
 
 Global___AddDatasetItemsRequest: _TypeAlias = AddDatasetItemsRequest  # noqa: Y015
 
@@ -261,8 +267,11 @@ class CaptureToDatasetRequest(_message.Message):
 
     DATASET_ID_FIELD_NUMBER: _builtins.int
     CAPTURE_FIELD_NUMBER: _builtins.int
+    PROJECT_FIELD_NUMBER: _builtins.int
     dataset_id: _builtins.str
     """Dataset id."""
+    project: _builtins.str
+    """Project selector."""
     @_builtins.property
     def capture(self) -> _evaluation_pb2.CaptureRequest:
         """What to capture."""
@@ -272,12 +281,15 @@ class CaptureToDatasetRequest(_message.Message):
         *,
         dataset_id: _builtins.str = ...,
         capture: _evaluation_pb2.CaptureRequest | None = ...,
+        project: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["capture", b"capture"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_project", b"_project", "capture", b"capture", "project", b"project"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capture", b"capture", "dataset_id", b"dataset_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_project", b"_project", "capture", b"capture", "dataset_id", b"dataset_id", "project", b"project"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__project: _TypeAlias = _typing.Literal["project"]  # noqa: Y015
+    _WhichOneofArgType__project: _TypeAlias = _typing.Literal["_project", b"_project"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__project) -> _WhichOneofReturnType__project | None: ...
 
 Global___CaptureToDatasetRequest: _TypeAlias = CaptureToDatasetRequest  # noqa: Y015
 
@@ -411,6 +423,144 @@ class GetExperimentRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetExperimentRequest: _TypeAlias = GetExperimentRequest  # noqa: Y015
+
+@_typing.final
+class FinishExperimentRequest(_message.Message):
+    """Which experiment to finish, and how it ended."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    EXPERIMENT_ID_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    project: _builtins.str
+    """Project selector."""
+    experiment_id: _builtins.str
+    """Experiment id."""
+    error: _builtins.str
+    """Why it failed. Absent: it succeeded."""
+    def __init__(
+        self,
+        *,
+        project: _builtins.str = ...,
+        experiment_id: _builtins.str = ...,
+        error: _builtins.str | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "error", b"error"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_error", b"_error", "error", b"error", "experiment_id", b"experiment_id", "project", b"project"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
+    _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
+
+Global___FinishExperimentRequest: _TypeAlias = FinishExperimentRequest  # noqa: Y015
+
+@_typing.final
+class RecordExperimentRunsRequest(_message.Message):
+    """A caller's runs, each with the dataset item it was for."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    EXPERIMENT_ID_FIELD_NUMBER: _builtins.int
+    RUNS_FIELD_NUMBER: _builtins.int
+    project: _builtins.str
+    """Project selector."""
+    experiment_id: _builtins.str
+    """Experiment id."""
+    @_builtins.property
+    def runs(self) -> _containers.RepeatedCompositeFieldContainer[Global___ExperimentRun]:
+        """The runs, 1 to 1,000. A run recorded again for an item replaces the item's run."""
+
+    def __init__(
+        self,
+        *,
+        project: _builtins.str = ...,
+        experiment_id: _builtins.str = ...,
+        runs: _abc.Iterable[Global___ExperimentRun] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["experiment_id", b"experiment_id", "project", b"project", "runs", b"runs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordExperimentRunsRequest: _TypeAlias = RecordExperimentRunsRequest  # noqa: Y015
+
+@_typing.final
+class ExperimentRun(_message.Message):
+    """One run of an experiment and the item it was for."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITEM_ID_FIELD_NUMBER: _builtins.int
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    item_id: _builtins.str
+    """The dataset item."""
+    trace_id: _builtins.str
+    """The run's trace."""
+    def __init__(
+        self,
+        *,
+        item_id: _builtins.str = ...,
+        trace_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["item_id", b"item_id", "trace_id", b"trace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ExperimentRun: _TypeAlias = ExperimentRun  # noqa: Y015
+
+@_typing.final
+class RecordExperimentRunsResponse(_message.Message):
+    """How many runs were recorded."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECORDED_FIELD_NUMBER: _builtins.int
+    recorded: _builtins.int
+    """Runs recorded."""
+    def __init__(
+        self,
+        *,
+        recorded: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["recorded", b"recorded"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordExperimentRunsResponse: _TypeAlias = RecordExperimentRunsResponse  # noqa: Y015
+
+@_typing.final
+class CancelExperimentRequest(_message.Message):
+    """Which experiment to cancel."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    EXPERIMENT_ID_FIELD_NUMBER: _builtins.int
+    project: _builtins.str
+    """Project selector."""
+    experiment_id: _builtins.str
+    """Experiment id."""
+    def __init__(
+        self,
+        *,
+        project: _builtins.str = ...,
+        experiment_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["experiment_id", b"experiment_id", "project", b"project"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelExperimentRequest: _TypeAlias = CancelExperimentRequest  # noqa: Y015
 
 @_typing.final
 class ListMonitorsRequest(_message.Message):

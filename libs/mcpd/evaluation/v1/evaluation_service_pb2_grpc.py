@@ -96,6 +96,21 @@ class EvaluationServiceStub:
                 request_serializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.GetExperimentRequest.SerializeToString,
                 response_deserializer=mcpd_dot_model_dot_v1_dot_evaluation__pb2.Experiment.FromString,
                 _registered_method=True)
+        self.FinishExperiment = channel.unary_unary(
+                '/mcpd.evaluation.v1.EvaluationService/FinishExperiment',
+                request_serializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.FinishExperimentRequest.SerializeToString,
+                response_deserializer=mcpd_dot_model_dot_v1_dot_evaluation__pb2.Experiment.FromString,
+                _registered_method=True)
+        self.RecordExperimentRuns = channel.unary_unary(
+                '/mcpd.evaluation.v1.EvaluationService/RecordExperimentRuns',
+                request_serializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.RecordExperimentRunsRequest.SerializeToString,
+                response_deserializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.RecordExperimentRunsResponse.FromString,
+                _registered_method=True)
+        self.CancelExperiment = channel.unary_unary(
+                '/mcpd.evaluation.v1.EvaluationService/CancelExperiment',
+                request_serializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.CancelExperimentRequest.SerializeToString,
+                response_deserializer=mcpd_dot_model_dot_v1_dot_evaluation__pb2.Experiment.FromString,
+                _registered_method=True)
         self.ListMonitors = channel.unary_unary(
                 '/mcpd.evaluation.v1.EvaluationService/ListMonitors',
                 request_serializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.ListMonitorsRequest.SerializeToString,
@@ -206,6 +221,29 @@ class EvaluationServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FinishExperiment(self, request, context):
+        """End an experiment the caller drives: succeeded, or failed when the request gives an error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordExperimentRuns(self, request, context):
+        """Say which dataset item each of a caller's runs was for, so the runs of two experiments over
+        one dataset pair item by item when compared. Only for a running experiment its caller drives.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelExperiment(self, request, context):
+        """Stop an experiment: cancelled, with every run mcpd started for it and not yet ended
+        cancelled too.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListMonitors(self, request, context):
         """Every monitor and its current condition.
         """
@@ -296,6 +334,21 @@ def add_EvaluationServiceServicer_to_server(servicer, server):
             'GetExperiment': grpc.unary_unary_rpc_method_handler(
                     servicer.GetExperiment,
                     request_deserializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.GetExperimentRequest.FromString,
+                    response_serializer=mcpd_dot_model_dot_v1_dot_evaluation__pb2.Experiment.SerializeToString,
+            ),
+            'FinishExperiment': grpc.unary_unary_rpc_method_handler(
+                    servicer.FinishExperiment,
+                    request_deserializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.FinishExperimentRequest.FromString,
+                    response_serializer=mcpd_dot_model_dot_v1_dot_evaluation__pb2.Experiment.SerializeToString,
+            ),
+            'RecordExperimentRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordExperimentRuns,
+                    request_deserializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.RecordExperimentRunsRequest.FromString,
+                    response_serializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.RecordExperimentRunsResponse.SerializeToString,
+            ),
+            'CancelExperiment': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelExperiment,
+                    request_deserializer=mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.CancelExperimentRequest.FromString,
                     response_serializer=mcpd_dot_model_dot_v1_dot_evaluation__pb2.Experiment.SerializeToString,
             ),
             'ListMonitors': grpc.unary_unary_rpc_method_handler(
@@ -643,6 +696,87 @@ class EvaluationService:
             target,
             '/mcpd.evaluation.v1.EvaluationService/GetExperiment',
             mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.GetExperimentRequest.SerializeToString,
+            mcpd_dot_model_dot_v1_dot_evaluation__pb2.Experiment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FinishExperiment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.evaluation.v1.EvaluationService/FinishExperiment',
+            mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.FinishExperimentRequest.SerializeToString,
+            mcpd_dot_model_dot_v1_dot_evaluation__pb2.Experiment.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordExperimentRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.evaluation.v1.EvaluationService/RecordExperimentRuns',
+            mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.RecordExperimentRunsRequest.SerializeToString,
+            mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.RecordExperimentRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelExperiment(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.evaluation.v1.EvaluationService/CancelExperiment',
+            mcpd_dot_evaluation_dot_v1_dot_evaluation__service__pb2.CancelExperimentRequest.SerializeToString,
             mcpd_dot_model_dot_v1_dot_evaluation__pb2.Experiment.FromString,
             options,
             channel_credentials,

@@ -58,6 +58,16 @@ class EvaluationServiceStub:
     """Compare two experiments scorer by scorer."""
     GetExperiment: _grpc.UnaryUnaryMultiCallable[_evaluation_service_pb2.GetExperimentRequest, _evaluation_pb2.Experiment]
     """One experiment."""
+    FinishExperiment: _grpc.UnaryUnaryMultiCallable[_evaluation_service_pb2.FinishExperimentRequest, _evaluation_pb2.Experiment]
+    """End an experiment the caller drives: succeeded, or failed when the request gives an error."""
+    RecordExperimentRuns: _grpc.UnaryUnaryMultiCallable[_evaluation_service_pb2.RecordExperimentRunsRequest, _evaluation_service_pb2.RecordExperimentRunsResponse]
+    """Say which dataset item each of a caller's runs was for, so the runs of two experiments over
+    one dataset pair item by item when compared. Only for a running experiment its caller drives.
+    """
+    CancelExperiment: _grpc.UnaryUnaryMultiCallable[_evaluation_service_pb2.CancelExperimentRequest, _evaluation_pb2.Experiment]
+    """Stop an experiment: cancelled, with every run mcpd started for it and not yet ended
+    cancelled too.
+    """
     ListMonitors: _grpc.UnaryUnaryMultiCallable[_evaluation_service_pb2.ListMonitorsRequest, _evaluation_service_pb2.ListMonitorsResponse]
     """Every monitor and its current condition."""
     AcknowledgeMonitor: _grpc.UnaryUnaryMultiCallable[_evaluation_service_pb2.AcknowledgeMonitorRequest, _evaluation_pb2.MonitorState]
@@ -98,6 +108,16 @@ class EvaluationServiceAsyncStub(EvaluationServiceStub):
     """Compare two experiments scorer by scorer."""
     GetExperiment: _aio.UnaryUnaryMultiCallable[_evaluation_service_pb2.GetExperimentRequest, _evaluation_pb2.Experiment]  # type: ignore[assignment]
     """One experiment."""
+    FinishExperiment: _aio.UnaryUnaryMultiCallable[_evaluation_service_pb2.FinishExperimentRequest, _evaluation_pb2.Experiment]  # type: ignore[assignment]
+    """End an experiment the caller drives: succeeded, or failed when the request gives an error."""
+    RecordExperimentRuns: _aio.UnaryUnaryMultiCallable[_evaluation_service_pb2.RecordExperimentRunsRequest, _evaluation_service_pb2.RecordExperimentRunsResponse]  # type: ignore[assignment]
+    """Say which dataset item each of a caller's runs was for, so the runs of two experiments over
+    one dataset pair item by item when compared. Only for a running experiment its caller drives.
+    """
+    CancelExperiment: _aio.UnaryUnaryMultiCallable[_evaluation_service_pb2.CancelExperimentRequest, _evaluation_pb2.Experiment]  # type: ignore[assignment]
+    """Stop an experiment: cancelled, with every run mcpd started for it and not yet ended
+    cancelled too.
+    """
     ListMonitors: _aio.UnaryUnaryMultiCallable[_evaluation_service_pb2.ListMonitorsRequest, _evaluation_service_pb2.ListMonitorsResponse]  # type: ignore[assignment]
     """Every monitor and its current condition."""
     AcknowledgeMonitor: _aio.UnaryUnaryMultiCallable[_evaluation_service_pb2.AcknowledgeMonitorRequest, _evaluation_pb2.MonitorState]  # type: ignore[assignment]
@@ -195,6 +215,31 @@ class EvaluationServiceServicer:
         context: _ServicerContext,
     ) -> _typing.Union[_evaluation_pb2.Experiment, _abc.Awaitable[_evaluation_pb2.Experiment]]:
         """One experiment."""
+
+    def FinishExperiment(
+        self,
+        request: _evaluation_service_pb2.FinishExperimentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_evaluation_pb2.Experiment, _abc.Awaitable[_evaluation_pb2.Experiment]]:
+        """End an experiment the caller drives: succeeded, or failed when the request gives an error."""
+
+    def RecordExperimentRuns(
+        self,
+        request: _evaluation_service_pb2.RecordExperimentRunsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_evaluation_service_pb2.RecordExperimentRunsResponse, _abc.Awaitable[_evaluation_service_pb2.RecordExperimentRunsResponse]]:
+        """Say which dataset item each of a caller's runs was for, so the runs of two experiments over
+        one dataset pair item by item when compared. Only for a running experiment its caller drives.
+        """
+
+    def CancelExperiment(
+        self,
+        request: _evaluation_service_pb2.CancelExperimentRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_evaluation_pb2.Experiment, _abc.Awaitable[_evaluation_pb2.Experiment]]:
+        """Stop an experiment: cancelled, with every run mcpd started for it and not yet ended
+        cancelled too.
+        """
 
     def ListMonitors(
         self,

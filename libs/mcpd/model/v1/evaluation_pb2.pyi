@@ -845,6 +845,7 @@ class Dataset(_message.Message):
     ITEM_COUNT_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     CORRELATION_FIELD_NUMBER: _builtins.int
+    PROJECT_FIELD_NUMBER: _builtins.int
     dataset_id: _builtins.str
     """Stable identifier."""
     name: _builtins.str
@@ -853,6 +854,10 @@ class Dataset(_message.Message):
     """What this dataset is for."""
     item_count: _builtins.int
     """How many items it holds."""
+    project: _builtins.str
+    """Which project. A selector: refused with 403 on a mismatch with the key’s grant, filled in for a
+    single-project key, and a 400 when a multi-project key names none.
+    """
     @_builtins.property
     def created_at(self) -> _timestamp_pb2.Timestamp:
         """When it was created."""
@@ -870,14 +875,20 @@ class Dataset(_message.Message):
         item_count: _builtins.int = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         correlation: _telemetry_pb2.Correlation | None = ...,
+        project: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_description", b"_description", "correlation", b"correlation", "created_at", b"created_at", "description", b"description"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_description", b"_description", "_project", b"_project", "correlation", b"correlation", "created_at", b"created_at", "description", b"description", "project", b"project"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_description", b"_description", "correlation", b"correlation", "created_at", b"created_at", "dataset_id", b"dataset_id", "description", b"description", "item_count", b"item_count", "name", b"name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_description", b"_description", "_project", b"_project", "correlation", b"correlation", "created_at", b"created_at", "dataset_id", b"dataset_id", "description", b"description", "item_count", b"item_count", "name", b"name", "project", b"project"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__description: _TypeAlias = _typing.Literal["description"]  # noqa: Y015
     _WhichOneofArgType__description: _TypeAlias = _typing.Literal["_description", b"_description"]  # noqa: Y015
+    _WhichOneofReturnType__project: _TypeAlias = _typing.Literal["project"]  # noqa: Y015
+    _WhichOneofArgType__project: _TypeAlias = _typing.Literal["_project", b"_project"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__description) -> _WhichOneofReturnType__description | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__project) -> _WhichOneofReturnType__project | None: ...
 
 Global___Dataset: _TypeAlias = Dataset  # noqa: Y015
 
@@ -954,6 +965,7 @@ class Experiment(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     METADATA_FIELD_NUMBER: _builtins.int
     CORRELATION_FIELD_NUMBER: _builtins.int
+    PROJECT_FIELD_NUMBER: _builtins.int
     experiment_id: _builtins.str
     """Stable identifier."""
     name: _builtins.str
@@ -968,6 +980,10 @@ class Experiment(_message.Message):
     """The experiment this one is compared against."""
     error: _builtins.str
     """Why it failed, when it did."""
+    project: _builtins.str
+    """Which project. A selector: refused with 403 on a mismatch with the key’s grant, filled in for a
+    single-project key, and a 400 when a multi-project key names none.
+    """
     @_builtins.property
     def started_at(self) -> _timestamp_pb2.Timestamp:
         """When it began."""
@@ -1008,18 +1024,23 @@ class Experiment(_message.Message):
         error: _builtins.str | None = ...,
         metadata: _struct_pb2.Value | None = ...,
         correlation: _telemetry_pb2.Correlation | None = ...,
+        project: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_baseline_id", b"_baseline_id", "_error", b"_error", "baseline_id", b"baseline_id", "correlation", b"correlation", "cost", b"cost", "error", b"error", "finished_at", b"finished_at", "metadata", b"metadata", "started_at", b"started_at", "summary", b"summary"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_baseline_id", b"_baseline_id", "_error", b"_error", "_project", b"_project", "baseline_id", b"baseline_id", "correlation", b"correlation", "cost", b"cost", "error", b"error", "finished_at", b"finished_at", "metadata", b"metadata", "project", b"project", "started_at", b"started_at", "summary", b"summary"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_baseline_id", b"_baseline_id", "_error", b"_error", "baseline_id", b"baseline_id", "correlation", b"correlation", "cost", b"cost", "dataset_id", b"dataset_id", "error", b"error", "experiment_id", b"experiment_id", "finished_at", b"finished_at", "item_count", b"item_count", "metadata", b"metadata", "name", b"name", "started_at", b"started_at", "status", b"status", "summary", b"summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_baseline_id", b"_baseline_id", "_error", b"_error", "_project", b"_project", "baseline_id", b"baseline_id", "correlation", b"correlation", "cost", b"cost", "dataset_id", b"dataset_id", "error", b"error", "experiment_id", b"experiment_id", "finished_at", b"finished_at", "item_count", b"item_count", "metadata", b"metadata", "name", b"name", "project", b"project", "started_at", b"started_at", "status", b"status", "summary", b"summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__baseline_id: _TypeAlias = _typing.Literal["baseline_id"]  # noqa: Y015
     _WhichOneofArgType__baseline_id: _TypeAlias = _typing.Literal["_baseline_id", b"_baseline_id"]  # noqa: Y015
     _WhichOneofReturnType__error: _TypeAlias = _typing.Literal["error"]  # noqa: Y015
     _WhichOneofArgType__error: _TypeAlias = _typing.Literal["_error", b"_error"]  # noqa: Y015
+    _WhichOneofReturnType__project: _TypeAlias = _typing.Literal["project"]  # noqa: Y015
+    _WhichOneofArgType__project: _TypeAlias = _typing.Literal["_project", b"_project"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__baseline_id) -> _WhichOneofReturnType__baseline_id | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__error) -> _WhichOneofReturnType__error | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__project) -> _WhichOneofReturnType__project | None: ...
 
 Global___Experiment: _TypeAlias = Experiment  # noqa: Y015

@@ -23,13 +23,14 @@ _sym_db = _symbol_database.Default()
 
 
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from mcpd.model.v1 import enums_pb2 as mcpd_dot_model_dot_v1_dot_enums__pb2
 from mcpd.model.v1 import runs_pb2 as mcpd_dot_model_dot_v1_dot_runs__pb2
 from mcpd.model.v1 import telemetry_pb2 as mcpd_dot_model_dot_v1_dot_telemetry__pb2
 from mcpd.options.v1 import access_pb2 as mcpd_dot_options_dot_v1_dot_access__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/mcpd/orchestrator/v1/orchestrator_service.proto\x12\x14mcpd.orchestrator.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x19mcpd/model/v1/enums.proto\x1a\x18mcpd/model/v1/runs.proto\x1a\x1dmcpd/model/v1/telemetry.proto\x1a\x1cmcpd/options/v1/access.proto\"g\n\x16ListDefinitionsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x13\n\x06\x63ursor\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x12\n\x05limit\x18\x03 \x01(\rH\x01\x88\x01\x01\x42\t\n\x07_cursorB\x08\n\x06_limit\"l\n\x17ListDefinitionsResponse\x12.\n\x0b\x64\x65\x66initions\x18\x01 \x03(\x0b\x32\x19.mcpd.model.v1.Definition\x12!\n\x04page\x18\x02 \x01(\x0b\x32\x13.mcpd.model.v1.Page\"K\n\x1bGetDefinitionVersionRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\r\"\xb8\x01\n\x0fListRunsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x03(\x0e\x32\x18.mcpd.model.v1.RunStatus\x12\x1a\n\rdefinition_id\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06\x63ursor\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x12\n\x05limit\x18\x05 \x01(\rH\x02\x88\x01\x01\x42\x10\n\x0e_definition_idB\t\n\x07_cursorB\x08\n\x06_limit\"0\n\rGetRunRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"3\n\x10\x43\x61ncelRunRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"a\n\x10SignalRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12,\n\x06signal\x18\x02 \x01(\x0b\x32\x1c.mcpd.model.v1.SignalRequest\x12\x0f\n\x07project\x18\x03 \x01(\t\"s\n\x14ListRunEventsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\x05\x61\x66ter\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12\x12\n\x05limit\x18\x04 \x01(\rH\x01\x88\x01\x01\x42\x08\n\x06_afterB\x08\n\x06_limit\"n\n\x13GetStepCauseRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x10\n\x08step_key\x18\x03 \x01(\t\x12\x16\n\tmax_depth\x18\x04 \x01(\rH\x00\x88\x01\x01\x42\x0c\n\n_max_depth\"1\n\x0cLeaseRequest\x12\x10\n\x08lease_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"c\n\x13\x43ompleteStepRequest\x12\x10\n\x08lease_id\x18\x01 \x01(\t\x12)\n\x06result\x18\x02 \x01(\x0b\x32\x19.mcpd.model.v1.StepResult\x12\x0f\n\x07project\x18\x03 \x01(\t\"a\n\x0f\x46\x61ilStepRequest\x12\x10\n\x08lease_id\x18\x01 \x01(\t\x12+\n\x07\x66\x61ilure\x18\x02 \x01(\x0b\x32\x1a.mcpd.model.v1.StepFailure\x12\x0f\n\x07project\x18\x03 \x01(\t\"<\n\x17\x45raseSubjectRunsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x10\n\x08user_ids\x18\x02 \x03(\t\"`\n\x18\x45raseSubjectRunsResponse\x12\x13\n\x0bruns_erased\x18\x01 \x01(\r\x12\x16\n\x0eruns_in_flight\x18\x02 \x01(\r\x12\x17\n\x0fin_flight_roots\x18\x03 \x03(\t2\xb3\x13\n\x13OrchestratorService\x12}\n\x10\x43reateDefinition\x12!.mcpd.model.v1.DefinitionDocument\x1a .mcpd.model.v1.DefinitionVersion\"$\xa2\xbb\x18\x02\x08\x05\x82\xd3\xe4\x93\x02\x18\"\x13/v1/api/definitions:\x01*\x12\x91\x01\n\x0fListDefinitions\x12,.mcpd.orchestrator.v1.ListDefinitionsRequest\x1a-.mcpd.orchestrator.v1.ListDefinitionsResponse\"!\xa2\xbb\x18\x02\x08\x02\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/api/definitions\x12\x9f\x01\n\x14GetDefinitionVersion\x12\x31.mcpd.orchestrator.v1.GetDefinitionVersionRequest\x1a\x19.mcpd.model.v1.Definition\"9\xa2\xbb\x18\x02\x08\x02\x82\xd3\xe4\x93\x02-\x12+/v1/api/definitions/{id}/versions/{version}\x12h\n\x08StartRun\x12\x1e.mcpd.model.v1.StartRunRequest\x1a\x12.mcpd.model.v1.Run\"(\xa2\xbb\x18\r\x08\x05\"\tstart_run\x82\xd3\xe4\x93\x02\x11\"\x0c/v1/api/runs:\x01*\x12x\n\x08ListRuns\x12%.mcpd.orchestrator.v1.ListRunsRequest\x1a\x1e.mcpd.model.v1.RunListResponse\"%\xa2\xbb\x18\r\x08\x02\"\tlist_runs\x82\xd3\xe4\x93\x02\x0e\x12\x0c/v1/api/runs\x12u\n\x06GetRun\x12#.mcpd.orchestrator.v1.GetRunRequest\x1a\x18.mcpd.model.v1.RunDetail\",\xa2\xbb\x18\x0b\x08\x02\"\x07get_run\x82\xd3\xe4\x93\x02\x17\x12\x15/v1/api/runs/{run_id}\x12\x7f\n\tCancelRun\x12&.mcpd.orchestrator.v1.CancelRunRequest\x1a\x12.mcpd.model.v1.Run\"6\xa2\xbb\x18\x0e\x08\x05\"\ncancel_run\x82\xd3\xe4\x93\x02\x1e\"\x1c/v1/api/runs/{run_id}/cancel\x12\x84\x01\n\tSignalRun\x12&.mcpd.orchestrator.v1.SignalRunRequest\x1a\x1b.mcpd.model.v1.EventReceipt\"2\xa2\xbb\x18\x02\x08\x05\x82\xd3\xe4\x93\x02&\"\x1c/v1/api/runs/{run_id}/signal:\x06signal\x12\x95\x01\n\rListRunEvents\x12*.mcpd.orchestrator.v1.ListRunEventsRequest\x1a\x1b.mcpd.model.v1.RunEventPage\";\xa2\xbb\x18\x13\x08\x02\"\x0flist_run_events\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/api/runs/{run_id}/events\x12\x9f\x01\n\x0cGetStepCause\x12).mcpd.orchestrator.v1.GetStepCauseRequest\x1a\x18.mcpd.model.v1.StepCause\"J\xa2\xbb\x18\x12\x08\x02\"\x0eget_step_cause\x82\xd3\xe4\x93\x02.\x12,/v1/api/runs/{run_id}/steps/{step_key}/cause\x12p\n\x0cPublishEvent\x12\".mcpd.model.v1.PublishEventRequest\x1a\x1b.mcpd.model.v1.EventReceipt\"\x1f\xa2\xbb\x18\x02\x08\x05\x82\xd3\xe4\x93\x02\x13\"\x0e/v1/api/events:\x01*\x12\x7f\n\x0eRegisterWorker\x12!.mcpd.model.v1.WorkerRegistration\x1a\x1f.mcpd.model.v1.WorkerRegistered\")\xa2\xbb\x18\x02\x08\x06\x82\xd3\xe4\x93\x02\x1d\"\x18/v1/api/workers/register:\x01*\x12\xb7\x01\n\x05\x43laim\x12\x1b.mcpd.model.v1.ClaimRequest\x1a\x1c.mcpd.model.v1.ClaimResponse\"s\xa2\xbb\x18O\x08\x06*Ka worker gets the input of the step it leases; the run\'s event log names it\x82\xd3\xe4\x93\x02\x1a\"\x15/v1/api/workers/claim:\x01*\x12}\n\x0bMarkStarted\x12\".mcpd.orchestrator.v1.LeaseRequest\x1a\x19.mcpd.model.v1.LeaseState\"/\xa2\xbb\x18\x02\x08\x06\x82\xd3\xe4\x93\x02#\"!/v1/api/leases/{lease_id}/started\x12}\n\tHeartbeat\x12\".mcpd.orchestrator.v1.LeaseRequest\x1a\x19.mcpd.model.v1.LeaseState\"1\xa2\xbb\x18\x02\x08\x06\x82\xd3\xe4\x93\x02%\"#/v1/api/leases/{lease_id}/heartbeat\x12\x8b\x01\n\x0c\x43ompleteStep\x12).mcpd.orchestrator.v1.CompleteStepRequest\x1a\x16.mcpd.model.v1.StepAck\"8\xa2\xbb\x18\x02\x08\x06\x82\xd3\xe4\x93\x02,\"\"/v1/api/leases/{lease_id}/complete:\x06result\x12\x80\x01\n\x08\x46\x61ilStep\x12%.mcpd.orchestrator.v1.FailStepRequest\x1a\x16.mcpd.model.v1.StepAck\"5\xa2\xbb\x18\x02\x08\x06\x82\xd3\xe4\x93\x02)\"\x1e/v1/api/leases/{lease_id}/fail:\x07\x66\x61ilure\x12\x8d\x01\n\x10\x45raseSubjectRuns\x12-.mcpd.orchestrator.v1.EraseSubjectRunsRequest\x1a..mcpd.orchestrator.v1.EraseSubjectRunsResponse\"\x1a\xa2\xbb\x18\x16\"\x12\x65rase_subject_runs0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n/mcpd/orchestrator/v1/orchestrator_service.proto\x12\x14mcpd.orchestrator.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19mcpd/model/v1/enums.proto\x1a\x18mcpd/model/v1/runs.proto\x1a\x1dmcpd/model/v1/telemetry.proto\x1a\x1cmcpd/options/v1/access.proto\"g\n\x16ListDefinitionsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x13\n\x06\x63ursor\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x12\n\x05limit\x18\x03 \x01(\rH\x01\x88\x01\x01\x42\t\n\x07_cursorB\x08\n\x06_limit\"l\n\x17ListDefinitionsResponse\x12.\n\x0b\x64\x65\x66initions\x18\x01 \x03(\x0b\x32\x19.mcpd.model.v1.Definition\x12!\n\x04page\x18\x02 \x01(\x0b\x32\x13.mcpd.model.v1.Page\"K\n\x1bGetDefinitionVersionRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\r\"\xb8\x01\n\x0fListRunsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x03(\x0e\x32\x18.mcpd.model.v1.RunStatus\x12\x1a\n\rdefinition_id\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x13\n\x06\x63ursor\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x12\n\x05limit\x18\x05 \x01(\rH\x02\x88\x01\x01\x42\x10\n\x0e_definition_idB\t\n\x07_cursorB\x08\n\x06_limit\"0\n\rGetRunRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"3\n\x10\x43\x61ncelRunRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"a\n\x10SignalRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12,\n\x06signal\x18\x02 \x01(\x0b\x32\x1c.mcpd.model.v1.SignalRequest\x12\x0f\n\x07project\x18\x03 \x01(\t\"s\n\x14ListRunEventsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x12\n\x05\x61\x66ter\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12\x12\n\x05limit\x18\x04 \x01(\rH\x01\x88\x01\x01\x42\x08\n\x06_afterB\x08\n\x06_limit\"n\n\x13GetStepCauseRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x10\n\x08step_key\x18\x03 \x01(\t\x12\x16\n\tmax_depth\x18\x04 \x01(\rH\x00\x88\x01\x01\x42\x0c\n\n_max_depth\"1\n\x0cLeaseRequest\x12\x10\n\x08lease_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"c\n\x13\x43ompleteStepRequest\x12\x10\n\x08lease_id\x18\x01 \x01(\t\x12)\n\x06result\x18\x02 \x01(\x0b\x32\x19.mcpd.model.v1.StepResult\x12\x0f\n\x07project\x18\x03 \x01(\t\"a\n\x0f\x46\x61ilStepRequest\x12\x10\n\x08lease_id\x18\x01 \x01(\t\x12+\n\x07\x66\x61ilure\x18\x02 \x01(\x0b\x32\x1a.mcpd.model.v1.StepFailure\x12\x0f\n\x07project\x18\x03 \x01(\t\"<\n\x17\x45raseSubjectRunsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x10\n\x08user_ids\x18\x02 \x03(\t\"`\n\x18\x45raseSubjectRunsResponse\x12\x13\n\x0bruns_erased\x18\x01 \x01(\r\x12\x16\n\x0eruns_in_flight\x18\x02 \x01(\r\x12\x17\n\x0fin_flight_roots\x18\x03 \x03(\t\"\xba\x01\n\x13GetRunShapesRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12(\n\x04\x66rom\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x02to\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x12\n\x05limit\x18\x04 \x01(\rH\x00\x88\x01\x01\x12\x15\n\x08\x62\x61seline\x18\x05 \x01(\rH\x01\x88\x01\x01\x42\x08\n\x06_limitB\x0b\n\t_baseline\"\xd4\x01\n\x08RunShape\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x15\n\rdefinition_id\x18\x02 \x01(\t\x12\x1a\n\x12\x64\x65\x66inition_version\x18\x03 \x01(\r\x12(\n\x06status\x18\x04 \x01(\x0e\x32\x18.mcpd.model.v1.RunStatus\x12\x12\n\nsteps_used\x18\x05 \x01(\r\x12,\n\x08\x65nded_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x11max_node_attempts\x18\x07 \x01(\r\"X\n\x0fRunStepBaseline\x12\x15\n\rdefinition_id\x18\x01 \x01(\t\x12\x1a\n\x12\x64\x65\x66inition_version\x18\x02 \x01(\r\x12\x12\n\nsteps_used\x18\x03 \x03(\r\"\x91\x01\n\x14GetRunShapesResponse\x12,\n\x04runs\x18\x01 \x03(\x0b\x32\x1e.mcpd.orchestrator.v1.RunShape\x12\x11\n\ttruncated\x18\x02 \x01(\x08\x12\x38\n\tbaselines\x18\x03 \x03(\x0b\x32%.mcpd.orchestrator.v1.RunStepBaseline\"9\n\x15GetRunOutcomesRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0f\n\x07run_ids\x18\x02 \x03(\t\"t\n\nRunOutcome\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x01(\x0e\x32\x18.mcpd.model.v1.RunStatus\x12,\n\x08\x65nded_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"H\n\x16GetRunOutcomesResponse\x12.\n\x04runs\x18\x01 \x03(\x0b\x32 .mcpd.orchestrator.v1.RunOutcome2\x9c\x15\n\x13OrchestratorService\x12}\n\x10\x43reateDefinition\x12!.mcpd.model.v1.DefinitionDocument\x1a .mcpd.model.v1.DefinitionVersion\"$\xa2\xbb\x18\x02\x08\x05\x82\xd3\xe4\x93\x02\x18\"\x13/v1/api/definitions:\x01*\x12\x91\x01\n\x0fListDefinitions\x12,.mcpd.orchestrator.v1.ListDefinitionsRequest\x1a-.mcpd.orchestrator.v1.ListDefinitionsResponse\"!\xa2\xbb\x18\x02\x08\x02\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/api/definitions\x12\x9f\x01\n\x14GetDefinitionVersion\x12\x31.mcpd.orchestrator.v1.GetDefinitionVersionRequest\x1a\x19.mcpd.model.v1.Definition\"9\xa2\xbb\x18\x02\x08\x02\x82\xd3\xe4\x93\x02-\x12+/v1/api/definitions/{id}/versions/{version}\x12j\n\x08StartRun\x12\x1e.mcpd.model.v1.StartRunRequest\x1a\x12.mcpd.model.v1.Run\"*\xa2\xbb\x18\x0f\x08\x05\"\tstart_run8\x01\x82\xd3\xe4\x93\x02\x11\"\x0c/v1/api/runs:\x01*\x12x\n\x08ListRuns\x12%.mcpd.orchestrator.v1.ListRunsRequest\x1a\x1e.mcpd.model.v1.RunListResponse\"%\xa2\xbb\x18\r\x08\x02\"\tlist_runs\x82\xd3\xe4\x93\x02\x0e\x12\x0c/v1/api/runs\x12u\n\x06GetRun\x12#.mcpd.orchestrator.v1.GetRunRequest\x1a\x18.mcpd.model.v1.RunDetail\",\xa2\xbb\x18\x0b\x08\x02\"\x07get_run\x82\xd3\xe4\x93\x02\x17\x12\x15/v1/api/runs/{run_id}\x12\x81\x01\n\tCancelRun\x12&.mcpd.orchestrator.v1.CancelRunRequest\x1a\x12.mcpd.model.v1.Run\"8\xa2\xbb\x18\x10\x08\x05\"\ncancel_run8\x01\x82\xd3\xe4\x93\x02\x1e\"\x1c/v1/api/runs/{run_id}/cancel\x12\x84\x01\n\tSignalRun\x12&.mcpd.orchestrator.v1.SignalRunRequest\x1a\x1b.mcpd.model.v1.EventReceipt\"2\xa2\xbb\x18\x02\x08\x05\x82\xd3\xe4\x93\x02&\"\x1c/v1/api/runs/{run_id}/signal:\x06signal\x12\x95\x01\n\rListRunEvents\x12*.mcpd.orchestrator.v1.ListRunEventsRequest\x1a\x1b.mcpd.model.v1.RunEventPage\";\xa2\xbb\x18\x13\x08\x02\"\x0flist_run_events\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/api/runs/{run_id}/events\x12\x9f\x01\n\x0cGetStepCause\x12).mcpd.orchestrator.v1.GetStepCauseRequest\x1a\x18.mcpd.model.v1.StepCause\"J\xa2\xbb\x18\x12\x08\x02\"\x0eget_step_cause\x82\xd3\xe4\x93\x02.\x12,/v1/api/runs/{run_id}/steps/{step_key}/cause\x12p\n\x0cPublishEvent\x12\".mcpd.model.v1.PublishEventRequest\x1a\x1b.mcpd.model.v1.EventReceipt\"\x1f\xa2\xbb\x18\x02\x08\x05\x82\xd3\xe4\x93\x02\x13\"\x0e/v1/api/events:\x01*\x12\x7f\n\x0eRegisterWorker\x12!.mcpd.model.v1.WorkerRegistration\x1a\x1f.mcpd.model.v1.WorkerRegistered\")\xa2\xbb\x18\x02\x08\x06\x82\xd3\xe4\x93\x02\x1d\"\x18/v1/api/workers/register:\x01*\x12\xb7\x01\n\x05\x43laim\x12\x1b.mcpd.model.v1.ClaimRequest\x1a\x1c.mcpd.model.v1.ClaimResponse\"s\xa2\xbb\x18O\x08\x06*Ka worker gets the input of the step it leases; the run\'s event log names it\x82\xd3\xe4\x93\x02\x1a\"\x15/v1/api/workers/claim:\x01*\x12}\n\x0bMarkStarted\x12\".mcpd.orchestrator.v1.LeaseRequest\x1a\x19.mcpd.model.v1.LeaseState\"/\xa2\xbb\x18\x02\x08\x06\x82\xd3\xe4\x93\x02#\"!/v1/api/leases/{lease_id}/started\x12}\n\tHeartbeat\x12\".mcpd.orchestrator.v1.LeaseRequest\x1a\x19.mcpd.model.v1.LeaseState\"1\xa2\xbb\x18\x02\x08\x06\x82\xd3\xe4\x93\x02%\"#/v1/api/leases/{lease_id}/heartbeat\x12\x8b\x01\n\x0c\x43ompleteStep\x12).mcpd.orchestrator.v1.CompleteStepRequest\x1a\x16.mcpd.model.v1.StepAck\"8\xa2\xbb\x18\x02\x08\x06\x82\xd3\xe4\x93\x02,\"\"/v1/api/leases/{lease_id}/complete:\x06result\x12\x80\x01\n\x08\x46\x61ilStep\x12%.mcpd.orchestrator.v1.FailStepRequest\x1a\x16.mcpd.model.v1.StepAck\"5\xa2\xbb\x18\x02\x08\x06\x82\xd3\xe4\x93\x02)\"\x1e/v1/api/leases/{lease_id}/fail:\x07\x66\x61ilure\x12\x8d\x01\n\x10\x45raseSubjectRuns\x12-.mcpd.orchestrator.v1.EraseSubjectRunsRequest\x1a..mcpd.orchestrator.v1.EraseSubjectRunsResponse\"\x1a\xa2\xbb\x18\x16\"\x12\x65rase_subject_runs0\x01\x12m\n\x0cGetRunShapes\x12).mcpd.orchestrator.v1.GetRunShapesRequest\x1a*.mcpd.orchestrator.v1.GetRunShapesResponse\"\x06\xa2\xbb\x18\x02\x30\x01\x12s\n\x0eGetRunOutcomes\x12+.mcpd.orchestrator.v1.GetRunOutcomesRequest\x1a,.mcpd.orchestrator.v1.GetRunOutcomesResponse\"\x06\xa2\xbb\x18\x02\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,13 +44,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['GetDefinitionVersion']._loaded_options = None
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['GetDefinitionVersion']._serialized_options = b'\242\273\030\002\010\002\202\323\344\223\002-\022+/v1/api/definitions/{id}/versions/{version}'
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['StartRun']._loaded_options = None
-  _globals['_ORCHESTRATORSERVICE'].methods_by_name['StartRun']._serialized_options = b'\242\273\030\r\010\005\"\tstart_run\202\323\344\223\002\021\"\014/v1/api/runs:\001*'
+  _globals['_ORCHESTRATORSERVICE'].methods_by_name['StartRun']._serialized_options = b'\242\273\030\017\010\005\"\tstart_run8\001\202\323\344\223\002\021\"\014/v1/api/runs:\001*'
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['ListRuns']._loaded_options = None
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['ListRuns']._serialized_options = b'\242\273\030\r\010\002\"\tlist_runs\202\323\344\223\002\016\022\014/v1/api/runs'
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['GetRun']._loaded_options = None
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['GetRun']._serialized_options = b'\242\273\030\013\010\002\"\007get_run\202\323\344\223\002\027\022\025/v1/api/runs/{run_id}'
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['CancelRun']._loaded_options = None
-  _globals['_ORCHESTRATORSERVICE'].methods_by_name['CancelRun']._serialized_options = b'\242\273\030\016\010\005\"\ncancel_run\202\323\344\223\002\036\"\034/v1/api/runs/{run_id}/cancel'
+  _globals['_ORCHESTRATORSERVICE'].methods_by_name['CancelRun']._serialized_options = b'\242\273\030\020\010\005\"\ncancel_run8\001\202\323\344\223\002\036\"\034/v1/api/runs/{run_id}/cancel'
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['SignalRun']._loaded_options = None
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['SignalRun']._serialized_options = b'\242\273\030\002\010\005\202\323\344\223\002&\"\034/v1/api/runs/{run_id}/signal:\006signal'
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['ListRunEvents']._loaded_options = None
@@ -72,34 +73,52 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['FailStep']._serialized_options = b'\242\273\030\002\010\006\202\323\344\223\002)\"\036/v1/api/leases/{lease_id}/fail:\007failure'
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['EraseSubjectRuns']._loaded_options = None
   _globals['_ORCHESTRATORSERVICE'].methods_by_name['EraseSubjectRuns']._serialized_options = b'\242\273\030\026\"\022erase_subject_runs0\001'
-  _globals['_LISTDEFINITIONSREQUEST']._serialized_start=217
-  _globals['_LISTDEFINITIONSREQUEST']._serialized_end=320
-  _globals['_LISTDEFINITIONSRESPONSE']._serialized_start=322
-  _globals['_LISTDEFINITIONSRESPONSE']._serialized_end=430
-  _globals['_GETDEFINITIONVERSIONREQUEST']._serialized_start=432
-  _globals['_GETDEFINITIONVERSIONREQUEST']._serialized_end=507
-  _globals['_LISTRUNSREQUEST']._serialized_start=510
-  _globals['_LISTRUNSREQUEST']._serialized_end=694
-  _globals['_GETRUNREQUEST']._serialized_start=696
-  _globals['_GETRUNREQUEST']._serialized_end=744
-  _globals['_CANCELRUNREQUEST']._serialized_start=746
-  _globals['_CANCELRUNREQUEST']._serialized_end=797
-  _globals['_SIGNALRUNREQUEST']._serialized_start=799
-  _globals['_SIGNALRUNREQUEST']._serialized_end=896
-  _globals['_LISTRUNEVENTSREQUEST']._serialized_start=898
-  _globals['_LISTRUNEVENTSREQUEST']._serialized_end=1013
-  _globals['_GETSTEPCAUSEREQUEST']._serialized_start=1015
-  _globals['_GETSTEPCAUSEREQUEST']._serialized_end=1125
-  _globals['_LEASEREQUEST']._serialized_start=1127
-  _globals['_LEASEREQUEST']._serialized_end=1176
-  _globals['_COMPLETESTEPREQUEST']._serialized_start=1178
-  _globals['_COMPLETESTEPREQUEST']._serialized_end=1277
-  _globals['_FAILSTEPREQUEST']._serialized_start=1279
-  _globals['_FAILSTEPREQUEST']._serialized_end=1376
-  _globals['_ERASESUBJECTRUNSREQUEST']._serialized_start=1378
-  _globals['_ERASESUBJECTRUNSREQUEST']._serialized_end=1438
-  _globals['_ERASESUBJECTRUNSRESPONSE']._serialized_start=1440
-  _globals['_ERASESUBJECTRUNSRESPONSE']._serialized_end=1536
-  _globals['_ORCHESTRATORSERVICE']._serialized_start=1539
-  _globals['_ORCHESTRATORSERVICE']._serialized_end=4022
+  _globals['_ORCHESTRATORSERVICE'].methods_by_name['GetRunShapes']._loaded_options = None
+  _globals['_ORCHESTRATORSERVICE'].methods_by_name['GetRunShapes']._serialized_options = b'\242\273\030\0020\001'
+  _globals['_ORCHESTRATORSERVICE'].methods_by_name['GetRunOutcomes']._loaded_options = None
+  _globals['_ORCHESTRATORSERVICE'].methods_by_name['GetRunOutcomes']._serialized_options = b'\242\273\030\0020\001'
+  _globals['_LISTDEFINITIONSREQUEST']._serialized_start=250
+  _globals['_LISTDEFINITIONSREQUEST']._serialized_end=353
+  _globals['_LISTDEFINITIONSRESPONSE']._serialized_start=355
+  _globals['_LISTDEFINITIONSRESPONSE']._serialized_end=463
+  _globals['_GETDEFINITIONVERSIONREQUEST']._serialized_start=465
+  _globals['_GETDEFINITIONVERSIONREQUEST']._serialized_end=540
+  _globals['_LISTRUNSREQUEST']._serialized_start=543
+  _globals['_LISTRUNSREQUEST']._serialized_end=727
+  _globals['_GETRUNREQUEST']._serialized_start=729
+  _globals['_GETRUNREQUEST']._serialized_end=777
+  _globals['_CANCELRUNREQUEST']._serialized_start=779
+  _globals['_CANCELRUNREQUEST']._serialized_end=830
+  _globals['_SIGNALRUNREQUEST']._serialized_start=832
+  _globals['_SIGNALRUNREQUEST']._serialized_end=929
+  _globals['_LISTRUNEVENTSREQUEST']._serialized_start=931
+  _globals['_LISTRUNEVENTSREQUEST']._serialized_end=1046
+  _globals['_GETSTEPCAUSEREQUEST']._serialized_start=1048
+  _globals['_GETSTEPCAUSEREQUEST']._serialized_end=1158
+  _globals['_LEASEREQUEST']._serialized_start=1160
+  _globals['_LEASEREQUEST']._serialized_end=1209
+  _globals['_COMPLETESTEPREQUEST']._serialized_start=1211
+  _globals['_COMPLETESTEPREQUEST']._serialized_end=1310
+  _globals['_FAILSTEPREQUEST']._serialized_start=1312
+  _globals['_FAILSTEPREQUEST']._serialized_end=1409
+  _globals['_ERASESUBJECTRUNSREQUEST']._serialized_start=1411
+  _globals['_ERASESUBJECTRUNSREQUEST']._serialized_end=1471
+  _globals['_ERASESUBJECTRUNSRESPONSE']._serialized_start=1473
+  _globals['_ERASESUBJECTRUNSRESPONSE']._serialized_end=1569
+  _globals['_GETRUNSHAPESREQUEST']._serialized_start=1572
+  _globals['_GETRUNSHAPESREQUEST']._serialized_end=1758
+  _globals['_RUNSHAPE']._serialized_start=1761
+  _globals['_RUNSHAPE']._serialized_end=1973
+  _globals['_RUNSTEPBASELINE']._serialized_start=1975
+  _globals['_RUNSTEPBASELINE']._serialized_end=2063
+  _globals['_GETRUNSHAPESRESPONSE']._serialized_start=2066
+  _globals['_GETRUNSHAPESRESPONSE']._serialized_end=2211
+  _globals['_GETRUNOUTCOMESREQUEST']._serialized_start=2213
+  _globals['_GETRUNOUTCOMESREQUEST']._serialized_end=2270
+  _globals['_RUNOUTCOME']._serialized_start=2272
+  _globals['_RUNOUTCOME']._serialized_end=2388
+  _globals['_GETRUNOUTCOMESRESPONSE']._serialized_start=2390
+  _globals['_GETRUNOUTCOMESRESPONSE']._serialized_end=2462
+  _globals['_ORCHESTRATORSERVICE']._serialized_start=2465
+  _globals['_ORCHESTRATORSERVICE']._serialized_end=5181
 # @@protoc_insertion_point(module_scope)

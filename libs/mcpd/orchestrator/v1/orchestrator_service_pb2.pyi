@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from mcpd.model.v1 import enums_pb2 as _enums_pb2
 from mcpd.model.v1 import runs_pb2 as _runs_pb2
@@ -481,3 +482,252 @@ class EraseSubjectRunsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___EraseSubjectRunsResponse: _TypeAlias = EraseSubjectRunsResponse  # noqa: Y015
+
+@_typing.final
+class GetRunShapesRequest(_message.Message):
+    """Which runs' shapes to read."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    FROM_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    BASELINE_FIELD_NUMBER: _builtins.int
+    project: _builtins.str
+    """The project; required (the service credential reaches every project)."""
+    limit: _builtins.int
+    """The most runs of the window to answer, newest first: 1 to 10000, 5000 when absent."""
+    baseline: _builtins.int
+    """How many of the newest succeeded runs of each definition version with a run in the window to
+    answer as its baseline: 0 to 1000, 200 when absent.
+    """
+    @_builtins.property
+    def to(self) -> _timestamp_pb2.Timestamp:
+        """Window end, exclusive. The window holds the runs that ended in it, and the runs still running
+        that moved in it (their last change).
+        """
+
+    def __init__(
+        self,
+        *,
+        project: _builtins.str = ...,
+        to: _timestamp_pb2.Timestamp | None = ...,
+        limit: _builtins.int | None = ...,
+        baseline: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_baseline", b"_baseline", "_limit", b"_limit", "baseline", b"baseline", "from", b"from", "limit", b"limit", "to", b"to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_baseline", b"_baseline", "_limit", b"_limit", "baseline", b"baseline", "from", b"from", "limit", b"limit", "project", b"project", "to", b"to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__baseline: _TypeAlias = _typing.Literal["baseline"]  # noqa: Y015
+    _WhichOneofArgType__baseline: _TypeAlias = _typing.Literal["_baseline", b"_baseline"]  # noqa: Y015
+    _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
+    _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__baseline) -> _WhichOneofReturnType__baseline | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__limit) -> _WhichOneofReturnType__limit | None: ...
+
+Global___GetRunShapesRequest: _TypeAlias = GetRunShapesRequest  # noqa: Y015
+
+@_typing.final
+class RunShape(_message.Message):
+    """The shape of one run."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    DEFINITION_ID_FIELD_NUMBER: _builtins.int
+    DEFINITION_VERSION_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    STEPS_USED_FIELD_NUMBER: _builtins.int
+    ENDED_AT_FIELD_NUMBER: _builtins.int
+    MAX_NODE_ATTEMPTS_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """Run id."""
+    definition_id: _builtins.str
+    """The definition it runs."""
+    definition_version: _builtins.int
+    """The version of that definition."""
+    status: _enums_pb2.RunStatus.ValueType
+    """Where the run is."""
+    steps_used: _builtins.int
+    """Claimable steps it has completed so far."""
+    max_node_attempts: _builtins.int
+    """The most attempts it made at any one node of its definition: a retry and a loop iteration of
+    the same node count alike (the items of a foreach are different steps, each its own count);
+    wait frames and skipped steps are no attempts. 0 when it made none.
+    """
+    @_builtins.property
+    def ended_at(self) -> _timestamp_pb2.Timestamp:
+        """When it ended; absent while it runs."""
+
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        definition_id: _builtins.str = ...,
+        definition_version: _builtins.int = ...,
+        status: _enums_pb2.RunStatus.ValueType = ...,
+        steps_used: _builtins.int = ...,
+        ended_at: _timestamp_pb2.Timestamp | None = ...,
+        max_node_attempts: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ended_at", b"ended_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["definition_id", b"definition_id", "definition_version", b"definition_version", "ended_at", b"ended_at", "max_node_attempts", b"max_node_attempts", "run_id", b"run_id", "status", b"status", "steps_used", b"steps_used"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunShape: _TypeAlias = RunShape  # noqa: Y015
+
+@_typing.final
+class RunStepBaseline(_message.Message):
+    """The step counts of the recent completed runs of one definition version."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DEFINITION_ID_FIELD_NUMBER: _builtins.int
+    DEFINITION_VERSION_FIELD_NUMBER: _builtins.int
+    STEPS_USED_FIELD_NUMBER: _builtins.int
+    definition_id: _builtins.str
+    """The definition."""
+    definition_version: _builtins.int
+    """Its version."""
+    @_builtins.property
+    def steps_used(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The steps_used of its newest succeeded runs (by start), newest first."""
+
+    def __init__(
+        self,
+        *,
+        definition_id: _builtins.str = ...,
+        definition_version: _builtins.int = ...,
+        steps_used: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["definition_id", b"definition_id", "definition_version", b"definition_version", "steps_used", b"steps_used"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunStepBaseline: _TypeAlias = RunStepBaseline  # noqa: Y015
+
+@_typing.final
+class GetRunShapesResponse(_message.Message):
+    """The shapes of a window's runs."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUNS_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    BASELINES_FIELD_NUMBER: _builtins.int
+    truncated: _builtins.bool
+    """Whether the window held more runs than the limit: runs holds the newest."""
+    @_builtins.property
+    def runs(self) -> _containers.RepeatedCompositeFieldContainer[Global___RunShape]:
+        """The window's runs, newest first (by when they ended, or last moved while running)."""
+
+    @_builtins.property
+    def baselines(self) -> _containers.RepeatedCompositeFieldContainer[Global___RunStepBaseline]:
+        """One baseline per definition version with a run in runs, in definition id then version order."""
+
+    def __init__(
+        self,
+        *,
+        runs: _abc.Iterable[Global___RunShape] | None = ...,
+        truncated: _builtins.bool = ...,
+        baselines: _abc.Iterable[Global___RunStepBaseline] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["baselines", b"baselines", "runs", b"runs", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRunShapesResponse: _TypeAlias = GetRunShapesResponse  # noqa: Y015
+
+@_typing.final
+class GetRunOutcomesRequest(_message.Message):
+    """Which runs' outcomes to read."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    RUN_IDS_FIELD_NUMBER: _builtins.int
+    project: _builtins.str
+    """Project selector."""
+    @_builtins.property
+    def run_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The runs, 1 to 100."""
+
+    def __init__(
+        self,
+        *,
+        project: _builtins.str = ...,
+        run_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["project", b"project", "run_ids", b"run_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRunOutcomesRequest: _TypeAlias = GetRunOutcomesRequest  # noqa: Y015
+
+@_typing.final
+class RunOutcome(_message.Message):
+    """Where one run has got to."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_ID_FIELD_NUMBER: _builtins.int
+    STATUS_FIELD_NUMBER: _builtins.int
+    ENDED_AT_FIELD_NUMBER: _builtins.int
+    run_id: _builtins.str
+    """Run id."""
+    status: _enums_pb2.RunStatus.ValueType
+    """Its status."""
+    @_builtins.property
+    def ended_at(self) -> _timestamp_pb2.Timestamp:
+        """When it ended, once it has."""
+
+    def __init__(
+        self,
+        *,
+        run_id: _builtins.str = ...,
+        status: _enums_pb2.RunStatus.ValueType = ...,
+        ended_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ended_at", b"ended_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["ended_at", b"ended_at", "run_id", b"run_id", "status", b"status"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RunOutcome: _TypeAlias = RunOutcome  # noqa: Y015
+
+@_typing.final
+class GetRunOutcomesResponse(_message.Message):
+    """The outcomes of the runs asked for that the project holds, in the order asked."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUNS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def runs(self) -> _containers.RepeatedCompositeFieldContainer[Global___RunOutcome]:
+        """One per stored run asked for."""
+
+    def __init__(
+        self,
+        *,
+        runs: _abc.Iterable[Global___RunOutcome] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["runs", b"runs"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRunOutcomesResponse: _TypeAlias = GetRunOutcomesResponse  # noqa: Y015

@@ -126,6 +126,16 @@ class OrchestratorServiceStub:
                 request_serializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.EraseSubjectRunsRequest.SerializeToString,
                 response_deserializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.EraseSubjectRunsResponse.FromString,
                 _registered_method=True)
+        self.GetRunShapes = channel.unary_unary(
+                '/mcpd.orchestrator.v1.OrchestratorService/GetRunShapes',
+                request_serializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.GetRunShapesRequest.SerializeToString,
+                response_deserializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.GetRunShapesResponse.FromString,
+                _registered_method=True)
+        self.GetRunOutcomes = channel.unary_unary(
+                '/mcpd.orchestrator.v1.OrchestratorService/GetRunOutcomes',
+                request_serializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.GetRunOutcomesRequest.SerializeToString,
+                response_deserializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.GetRunOutcomesResponse.FromString,
+                _registered_method=True)
 
 
 class OrchestratorServiceServicer:
@@ -259,6 +269,25 @@ class OrchestratorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRunShapes(self, request, context):
+        """The shapes of a project's recent runs, what the evaluation service's run watches
+        (step_count_divergence, run_repetition) read: the runs of a window with their step counts and
+        most attempted node, and the step counts of the recent completed runs of their definition
+        versions. Internal: the evaluation service calls it with the service credential; no REST route.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRunOutcomes(self, request, context):
+        """Where some of a project's runs have got to: status and end, no payload. What the evaluation
+        service's experiment driver polls for the runs it started. Internal: the evaluation service
+        calls it with the service credential; no REST route.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OrchestratorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -351,6 +380,16 @@ def add_OrchestratorServiceServicer_to_server(servicer, server):
                     servicer.EraseSubjectRuns,
                     request_deserializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.EraseSubjectRunsRequest.FromString,
                     response_serializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.EraseSubjectRunsResponse.SerializeToString,
+            ),
+            'GetRunShapes': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRunShapes,
+                    request_deserializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.GetRunShapesRequest.FromString,
+                    response_serializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.GetRunShapesResponse.SerializeToString,
+            ),
+            'GetRunOutcomes': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRunOutcomes,
+                    request_deserializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.GetRunOutcomesRequest.FromString,
+                    response_serializer=mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.GetRunOutcomesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -840,6 +879,60 @@ class OrchestratorService:
             '/mcpd.orchestrator.v1.OrchestratorService/EraseSubjectRuns',
             mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.EraseSubjectRunsRequest.SerializeToString,
             mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.EraseSubjectRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRunShapes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.orchestrator.v1.OrchestratorService/GetRunShapes',
+            mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.GetRunShapesRequest.SerializeToString,
+            mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.GetRunShapesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRunOutcomes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.orchestrator.v1.OrchestratorService/GetRunOutcomes',
+            mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.GetRunOutcomesRequest.SerializeToString,
+            mcpd_dot_orchestrator_dot_v1_dot_orchestrator__service__pb2.GetRunOutcomesResponse.FromString,
             options,
             channel_credentials,
             insecure,

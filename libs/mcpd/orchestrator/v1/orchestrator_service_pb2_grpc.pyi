@@ -72,6 +72,17 @@ class OrchestratorServiceStub:
     """Erase one subject's runs: the run store's part of QueryService.Erase, which calls it with the
     service credential. Internal: no client may call it, and it has no REST route.
     """
+    GetRunShapes: _grpc.UnaryUnaryMultiCallable[_orchestrator_service_pb2.GetRunShapesRequest, _orchestrator_service_pb2.GetRunShapesResponse]
+    """The shapes of a project's recent runs, what the evaluation service's run watches
+    (step_count_divergence, run_repetition) read: the runs of a window with their step counts and
+    most attempted node, and the step counts of the recent completed runs of their definition
+    versions. Internal: the evaluation service calls it with the service credential; no REST route.
+    """
+    GetRunOutcomes: _grpc.UnaryUnaryMultiCallable[_orchestrator_service_pb2.GetRunOutcomesRequest, _orchestrator_service_pb2.GetRunOutcomesResponse]
+    """Where some of a project's runs have got to: status and end, no payload. What the evaluation
+    service's experiment driver polls for the runs it started. Internal: the evaluation service
+    calls it with the service credential; no REST route.
+    """
 
 @_typing.type_check_only
 class OrchestratorServiceAsyncStub(OrchestratorServiceStub):
@@ -115,6 +126,17 @@ class OrchestratorServiceAsyncStub(OrchestratorServiceStub):
     EraseSubjectRuns: _aio.UnaryUnaryMultiCallable[_orchestrator_service_pb2.EraseSubjectRunsRequest, _orchestrator_service_pb2.EraseSubjectRunsResponse]  # type: ignore[assignment]
     """Erase one subject's runs: the run store's part of QueryService.Erase, which calls it with the
     service credential. Internal: no client may call it, and it has no REST route.
+    """
+    GetRunShapes: _aio.UnaryUnaryMultiCallable[_orchestrator_service_pb2.GetRunShapesRequest, _orchestrator_service_pb2.GetRunShapesResponse]  # type: ignore[assignment]
+    """The shapes of a project's recent runs, what the evaluation service's run watches
+    (step_count_divergence, run_repetition) read: the runs of a window with their step counts and
+    most attempted node, and the step counts of the recent completed runs of their definition
+    versions. Internal: the evaluation service calls it with the service credential; no REST route.
+    """
+    GetRunOutcomes: _aio.UnaryUnaryMultiCallable[_orchestrator_service_pb2.GetRunOutcomesRequest, _orchestrator_service_pb2.GetRunOutcomesResponse]  # type: ignore[assignment]
+    """Where some of a project's runs have got to: status and end, no payload. What the evaluation
+    service's experiment driver polls for the runs it started. Internal: the evaluation service
+    calls it with the service credential; no REST route.
     """
 
 class OrchestratorServiceServicer:
@@ -246,6 +268,27 @@ class OrchestratorServiceServicer:
     ) -> _typing.Union[_orchestrator_service_pb2.EraseSubjectRunsResponse, _abc.Awaitable[_orchestrator_service_pb2.EraseSubjectRunsResponse]]:
         """Erase one subject's runs: the run store's part of QueryService.Erase, which calls it with the
         service credential. Internal: no client may call it, and it has no REST route.
+        """
+
+    def GetRunShapes(
+        self,
+        request: _orchestrator_service_pb2.GetRunShapesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_orchestrator_service_pb2.GetRunShapesResponse, _abc.Awaitable[_orchestrator_service_pb2.GetRunShapesResponse]]:
+        """The shapes of a project's recent runs, what the evaluation service's run watches
+        (step_count_divergence, run_repetition) read: the runs of a window with their step counts and
+        most attempted node, and the step counts of the recent completed runs of their definition
+        versions. Internal: the evaluation service calls it with the service credential; no REST route.
+        """
+
+    def GetRunOutcomes(
+        self,
+        request: _orchestrator_service_pb2.GetRunOutcomesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_orchestrator_service_pb2.GetRunOutcomesResponse, _abc.Awaitable[_orchestrator_service_pb2.GetRunOutcomesResponse]]:
+        """Where some of a project's runs have got to: status and end, no payload. What the evaluation
+        service's experiment driver polls for the runs it started. Internal: the evaluation service
+        calls it with the service credential; no REST route.
         """
 
 def add_OrchestratorServiceServicer_to_server(servicer: OrchestratorServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -27,9 +27,18 @@ from mcpd.signals.queries import (
 )
 from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
 from mcpd.storage import capabilities
+from mcpd.storage.clickhouse import evaluation
 from mcpd.storage.clickhouse import migrate as clickhouse_migrate
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
 from mcpd.storage.clickhouse.signals import ClickHouseSignals, erasure, lists
+from mcpd.storage.evaluation_records import (
+    DatasetItemRow,
+    DatasetRow,
+    ExperimentCost,
+    ExperimentItemRow,
+    ExperimentRow,
+    ExperimentScore,
+)
 
 
 class ClickHouseTraceStore:
@@ -175,6 +184,81 @@ class ClickHouseTraceStore:
     def expire_ingest_keys(self, project: str, before: int) -> int:
         """Forget the project's ingest keys recorded before `before` (ns)."""
         return erasure.expire_ingest_keys(self._executor, project, before)
+
+    # --- the evaluation service's records (`DatasetRecords`, `ExperimentRecords`) -------------
+    # Not atomic on ClickHouse: see `mcpd.storage.clickhouse.evaluation` for what holds instead.
+
+    def create_dataset(self, project: str, dataset: DatasetRow) -> None:
+        """Store a new dataset; AlreadyExists when its name is taken (checked, not indexed)."""
+        evaluation.create_dataset(self._executor, project, dataset)
+
+    def datasets(
+        self, project: str, *, after: tuple[int, str] | None, limit: int
+    ) -> list[DatasetRow]:
+        """A page of datasets, newest first."""
+        return evaluation.datasets_page(self._executor, project, after, limit)
+
+    def dataset(self, project: str, dataset_id: str) -> DatasetRow | None:
+        """One dataset with its item count."""
+        return evaluation.dataset(self._executor, project, dataset_id)
+
+    def add_dataset_items(self, project: str, items: Sequence[DatasetItemRow]) -> int:
+        """Store items, a re-sent one keeping its place."""
+        return evaluation.add_dataset_items(self._executor, project, items)
+
+    def dataset_items(
+        self, project: str, dataset_id: str, *, after: tuple[int, str] | None, limit: int
+    ) -> list[DatasetItemRow]:
+        """A page of one dataset's items, in the order they were added."""
+        return evaluation.dataset_items_page(self._executor, project, dataset_id, after, limit)
+
+    def create_experiment(self, project: str, experiment: ExperimentRow) -> None:
+        """Store a new experiment."""
+        evaluation.create_experiment(self._executor, project, experiment)
+
+    def experiment(self, project: str, experiment_id: str) -> ExperimentRow | None:
+        """One experiment."""
+        return evaluation.experiment(self._executor, project, experiment_id)
+
+    def experiments(
+        self,
+        project: str,
+        *,
+        dataset_id: str | None,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[ExperimentRow]:
+        """A page of experiments, newest first."""
+        return evaluation.experiments_page(self._executor, project, dataset_id, after, limit)
+
+    def change_experiment(
+        self, project: str, experiment: ExperimentRow, *, expected: Sequence[str]
+    ) -> bool:
+        """Replace an experiment's row when its status is one of `expected` (compare-and-set
+        within the process)."""
+        return evaluation.change_experiment(self._executor, project, experiment, expected)
+
+    def driven_experiments(self, statuses: Sequence[str]) -> list[tuple[str, ExperimentRow]]:
+        """The experiments mcpd drives in one of `statuses`, oldest first."""
+        return evaluation.driven_experiments(self._executor, statuses)
+
+    def put_experiment_items(
+        self, project: str, experiment_id: str, items: Sequence[ExperimentItemRow]
+    ) -> None:
+        """Store where an experiment's item runs got to."""
+        evaluation.put_experiment_items(self._executor, project, experiment_id, items)
+
+    def experiment_items(self, project: str, experiment_id: str) -> list[ExperimentItemRow]:
+        """An experiment's item rows."""
+        return evaluation.experiment_items_of(self._executor, project, experiment_id)
+
+    def experiment_scores(self, project: str, experiment_id: str) -> list[ExperimentScore]:
+        """An experiment's scores with their items."""
+        return evaluation.experiment_scores(self._executor, project, experiment_id)
+
+    def experiment_cost(self, project: str, experiment_id: str) -> ExperimentCost:
+        """An experiment's trace count and cost."""
+        return evaluation.experiment_cost(self._executor, project, experiment_id)
 
     def close(self) -> None:
         """Close the executor. Idempotent."""

@@ -29,6 +29,14 @@ from mcpd.signals.queries import (
 )
 from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
 from mcpd.storage import capabilities
+from mcpd.storage.evaluation_records import (
+    DatasetItemRow,
+    DatasetRow,
+    ExperimentCost,
+    ExperimentItemRow,
+    ExperimentRow,
+    ExperimentScore,
+)
 from mcpd.storage.run_records import (
     NewDefinition,
     ParkedEventRow,
@@ -38,11 +46,20 @@ from mcpd.storage.run_records import (
     RunErasure,
     RunEventRow,
     RunRow,
+    RunShapes,
     RunSnapshot,
     StoredDefinition,
     TimerRow,
 )
-from mcpd.storage.sql import definitions, run_erasure, runs, signals, transitions
+from mcpd.storage.sql import (
+    definitions,
+    evaluation,
+    run_erasure,
+    run_shapes,
+    runs,
+    signals,
+    transitions,
+)
 from mcpd.storage.sql.base import SqlStore
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.engine import read_connection
@@ -252,6 +269,93 @@ class SqlTraceStore(SqlStore):
         transaction; keys removed."""
         return erasure.expire_ingest_keys(self._engine, project, before)
 
+    # --- the evaluation service's records (`DatasetRecords`, `ExperimentRecords`) -------------
+
+    def create_dataset(self, project: str, dataset: DatasetRow) -> None:
+        """Store a new dataset; AlreadyExists when its name is taken."""
+        with self._engine.begin() as conn:
+            evaluation.create_dataset(conn, project, dataset)
+
+    def datasets(
+        self, project: str, *, after: tuple[int, str] | None, limit: int
+    ) -> list[DatasetRow]:
+        """A page of datasets, newest first."""
+        with read_connection(self._engine) as conn:
+            return evaluation.datasets_page(conn, project, after, limit)
+
+    def dataset(self, project: str, dataset_id: str) -> DatasetRow | None:
+        """One dataset with its item count."""
+        with read_connection(self._engine) as conn:
+            return evaluation.dataset(conn, project, dataset_id)
+
+    def add_dataset_items(self, project: str, items: Sequence[DatasetItemRow]) -> int:
+        """Store items, one transaction."""
+        with self._engine.begin() as conn:
+            return evaluation.add_dataset_items(conn, self._dialect, project, items)
+
+    def dataset_items(
+        self, project: str, dataset_id: str, *, after: tuple[int, str] | None, limit: int
+    ) -> list[DatasetItemRow]:
+        """A page of one dataset's items, in the order they were added."""
+        with read_connection(self._engine) as conn:
+            return evaluation.dataset_items_page(conn, project, dataset_id, after, limit)
+
+    def create_experiment(self, project: str, experiment: ExperimentRow) -> None:
+        """Store a new experiment."""
+        with self._engine.begin() as conn:
+            evaluation.create_experiment(conn, project, experiment)
+
+    def experiment(self, project: str, experiment_id: str) -> ExperimentRow | None:
+        """One experiment."""
+        with read_connection(self._engine) as conn:
+            return evaluation.experiment(conn, project, experiment_id)
+
+    def experiments(
+        self,
+        project: str,
+        *,
+        dataset_id: str | None,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[ExperimentRow]:
+        """A page of experiments, newest first."""
+        with read_connection(self._engine) as conn:
+            return evaluation.experiments_page(conn, project, dataset_id, after, limit)
+
+    def change_experiment(
+        self, project: str, experiment: ExperimentRow, *, expected: Sequence[str]
+    ) -> bool:
+        """Replace an experiment's row when its status is one of `expected`."""
+        with self._engine.begin() as conn:
+            return evaluation.change_experiment(conn, project, experiment, expected)
+
+    def driven_experiments(self, statuses: Sequence[str]) -> list[tuple[str, ExperimentRow]]:
+        """The experiments mcpd drives in one of `statuses`, oldest first."""
+        with read_connection(self._engine) as conn:
+            return evaluation.driven_experiments(conn, statuses)
+
+    def put_experiment_items(
+        self, project: str, experiment_id: str, items: Sequence[ExperimentItemRow]
+    ) -> None:
+        """Store where an experiment's item runs got to."""
+        with self._engine.begin() as conn:
+            evaluation.put_experiment_items(conn, self._dialect, project, experiment_id, items)
+
+    def experiment_items(self, project: str, experiment_id: str) -> list[ExperimentItemRow]:
+        """An experiment's item rows."""
+        with read_connection(self._engine) as conn:
+            return evaluation.experiment_items_of(conn, project, experiment_id)
+
+    def experiment_scores(self, project: str, experiment_id: str) -> list[ExperimentScore]:
+        """An experiment's scores with their items."""
+        with read_connection(self._engine) as conn:
+            return evaluation.experiment_scores(conn, project, experiment_id)
+
+    def experiment_cost(self, project: str, experiment_id: str) -> ExperimentCost:
+        """An experiment's trace count and cost."""
+        with read_connection(self._engine) as conn:
+            return evaluation.experiment_cost(conn, project, experiment_id)
+
 
 class SqlRunStore(SqlStore):
     """The run store on SQLite or PostgreSQL. On SQLite the transitions of concurrent callers
@@ -422,6 +526,15 @@ class SqlRunStore(SqlStore):
         """The run's event log after `after`, in order."""
         with read_connection(self._engine) as conn:
             return runs.run_events_after(conn, project, run_id, after=after, limit=limit)
+
+    def run_shapes(
+        self, project: str, *, start: int, end: int, limit: int, baseline: int
+    ) -> RunShapes:
+        """The shapes of a window's runs and their versions' baselines (`run_shapes`)."""
+        with read_connection(self._engine) as conn:
+            return run_shapes.run_shapes(
+                conn, self._dialect, project, start=start, end=end, limit=limit, baseline=baseline
+            )
 
     def definition(
         self, project: str, definition_id: str, version: int | None = None

@@ -19,6 +19,10 @@ copy until merges fold it, and the copy left behind would become what FINAL read
 of identities, which is what reads show: two unmerged copies of one span count once. Ids travel
 as query parameters, in chunks that keep each statement's URL far below a server's cap.
 
+**Rollups.** The hours of the spans and trace rows a delete is about to remove are noted
+(`rollups.Rebuild`), and once they are gone those hours' rollup rows, and their days', are
+computed again from what is stored, under the same hold of the write lock.
+
 **Concurrency.** Deletes take the process-wide write lock of `mcpd.storage.clickhouse.signals`,
 so no write of this process re-projects a trace between the match and the delete. A retention
 pass takes it per step (one table's rows, or the traces that arrived before the cutoff), not
@@ -42,9 +46,11 @@ from dataclasses import dataclass, field
 from mcpd.runtime.errors import InvalidArgument
 from mcpd.sessions.model import TRACE_HARNESS
 from mcpd.signals.queries import STAT_SIGNALS, ErasureCounts, ErasureSubject
+from mcpd.storage.clickhouse.evaluation import empty_captured_items
 from mcpd.storage.clickhouse.executor import ClickHouseError, ClickHouseExecutor
 from mcpd.storage.clickhouse.signals import _WRITE_LOCK
 from mcpd.storage.clickhouse.signals.columns import ROW_ID
+from mcpd.storage.clickhouse.signals.rollups import Rebuild
 
 # Tables whose rows belong to one trace: a trace is erased from them whole, by its id.
 TRACE_TABLES: tuple[str, ...] = ("spans", "held_spans", "traces")
@@ -89,11 +95,13 @@ _EXPIRED = "received_at < fromUnixTimestamp64Nano({cutoff:Int64}, 'UTC')"
 def delete_trace(executor: ClickHouseExecutor, project: str, trace_id: str) -> int:
     """`TraceStore.delete_trace`: the trace row, spans, held spans, and the logs, metrics,
     scores, feedback and aspect notes naming the trace; returns how many matched (0 for an
-    unknown trace). The session read model is not touched (the caller's contract)."""
+    unknown trace). The session read model is not touched (the caller's contract), nor are
+    dataset items captured from the trace (a case kept on purpose outlives its trace)."""
     with _WRITE_LOCK:
         eraser = _Eraser(executor, project)
         removed = sum(eraser.traces(table, [trace_id]) for table in TRACE_TABLES)
         removed += sum(eraser.rows(table, [trace_id], None) for table in CORRELATED_TABLES)
+        eraser.rollups.run()
         eraser.purge()
     return removed
 
@@ -104,7 +112,9 @@ def erase_subject(
     """`TraceStore.erase_subject`: every trace with a span of the subject, whole; the logs,
     metrics, scores, feedback and aspect notes naming those traces or carrying the subject in
     their own correlation; and the session read model's sessions built from those traces or
-    named by `subject.session_id`. Counts are what matched; the physical removal is pending."""
+    named by `subject.session_id`. The dataset items captured from those traces are emptied in
+    place (`evaluation.empty_captured_items`: a new version without input, expected and
+    metadata), not deleted. Counts are what matched; the physical removal is pending."""
     match = _SubjectMatch.of(subject)
     if match is None:
         return ErasureCounts(deletes_pending=True)
@@ -117,6 +127,8 @@ def erase_subject(
         counts = {table: eraser.traces(table, traces) for table in TRACE_TABLES}
         counts.update({table: eraser.rows(table, traces, match) for table in CORRELATED_TABLES})
         sessions = eraser.sessions(sorted(keys))
+        items = empty_captured_items(executor, project, chunks(traces))
+        eraser.rollups.run()
         eraser.purge()
     return ErasureCounts(
         traces=counts["traces"],
@@ -127,6 +139,8 @@ def erase_subject(
         feedback=counts["feedback"],
         aspect_notes=counts["aspect_notes"],
         sessions=sessions,
+        dataset_items=items.items,
+        datasets=items.datasets,
         deletes_pending=True,
     )
 
@@ -165,6 +179,7 @@ def apply_retention(
             # Held per step, not for the whole pass, so ingest is not held up for all of it.
             with _WRITE_LOCK:
                 removed[signal] += step()
+                eraser.rollups.run()
     eraser.purge()
     return removed
 
@@ -346,6 +361,10 @@ class _Eraser:
     executor: ClickHouseExecutor
     project: str
     touched: list[str] = field(default_factory=list)
+    rollups: Rebuild = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rollups = Rebuild(self.executor, self.project)
 
     def traces(self, table: str, trace_ids: Sequence[str]) -> int:
         """Delete the traces' rows from a TRACE_TABLES table, every version and tombstone;
@@ -363,6 +382,7 @@ class _Eraser:
             )
             count = int(rows[0][0])
             if count:
+                self.rollups.note(table, _IN_TRACES, params)
                 self.delete(table, _IN_TRACES, params)
             matched += count
         return matched
@@ -430,6 +450,8 @@ class _Eraser:
             params,
         )
         expired = _expired_parts(self.executor, table, params)
+        if expired:
+            self.rollups.note(table, _EXPIRED, params)
         whole = _whole_parts(self.executor, table, expired)
         dropped = sum(expired[part] for part in whole if self._drop_part(table, part))
         if dropped < sum(expired.values()):

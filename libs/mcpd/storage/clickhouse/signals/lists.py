@@ -55,6 +55,7 @@ from mcpd.signals.queries import (
 )
 from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
+from mcpd.storage.clickhouse.signals import rollups
 from mcpd.storage.clickhouse.signals.columns import (
     FEEDBACK,
     LOGS,
@@ -407,7 +408,15 @@ def group_figures(
 ) -> list[GroupFigures]:
     """`TraceStore.group_figures`: one row (key None) ungrouped, else one per key, by key.
     Latency quantiles are quantileExactInclusive: linear interpolation between the two nearest
-    observations, PostgreSQL's percentile_cont."""
+    observations, PostgreSQL's percentile_cont. A window holding a whole hour is answered
+    from the rollups (`rollups.group_figures`), its edges from the rows."""
+    if group_by is not None and group_by not in SPAN_GROUPS | TRACE_GROUPS:
+        raise ValueError(f"cannot group by {group_by!r}")
+    answered = rollups.group_figures(
+        executor, project, window, group_by, lambda edge: _grouped(project, edge, group_by)
+    )
+    if answered is not None:
+        return answered
     rows = _grouped(project, window, group_by)
     levels = ", ".join(str(level) for level in _QUANTILES)
     grouping = "" if group_by is None else " GROUP BY key ORDER BY key"
@@ -456,7 +465,31 @@ def cost_points(
     group_by: str | None,
     bucket_ns: int,
 ) -> list[CostPoint]:
-    """`TraceStore.cost_points`: spend per epoch-aligned bucket and key, by bucket then key."""
+    """`TraceStore.cost_points`: spend per epoch-aligned bucket and key, by bucket then key;
+    from the hour rollups when the window holds a whole hour and `bucket_ns` is whole hours
+    (`rollups.cost_points`), the edges from the rows."""
+    answered = rollups.cost_points(
+        executor,
+        project,
+        window,
+        group_by,
+        bucket_ns,
+        lambda edge: _raw_cost_points(executor, project, edge, group_by, bucket_ns),
+    )
+    return (
+        answered
+        if answered is not None
+        else _raw_cost_points(executor, project, window, group_by, bucket_ns)
+    )
+
+
+def _raw_cost_points(
+    executor: ClickHouseExecutor,
+    project: str,
+    window: Window,
+    group_by: str | None,
+    bucket_ns: int,
+) -> list[CostPoint]:
     rows = _grouped(project, window, group_by)
     start = "toUnixTimestamp64Nano(start_time)"
     found = executor.query(

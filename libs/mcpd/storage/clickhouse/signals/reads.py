@@ -58,7 +58,7 @@ StoredKeys = dict[TraceKey, list[tuple[int, int]]]
 
 # The span columns the writer reads back: the projection's, and the models and providers the
 # trace row carries beside it (migration 0004).
-_STORED_SPAN_COLUMNS = (*PROJECTION_SPAN_COLUMNS, "model", "provider")
+_STORED_SPAN_COLUMNS = (*PROJECTION_SPAN_COLUMNS, "model", "provider", "duration_ns")
 
 # Skip indexes under FINAL: safe where trace_id is in the sort key (see the module docstring).
 # WHERE stays after FINAL (a condition on a column outside the sort key must not be moved into
@@ -72,8 +72,8 @@ def stored_for_projection(
     executor: ClickHouseExecutor, wanted: Sequence[TraceKey]
 ) -> tuple[Groups, Groups, Groups]:
     """What is stored for each wanted trace of what `project_trace` reads: its spans, scores and
-    feedback (only the projection's columns, plus `received_at`, and a span's model and
-    provider), each group keyed by row id."""
+    feedback (only the projection's columns, plus `received_at`, and a span's model, provider
+    and duration, which rollups read), each group keyed by row id."""
     where, params = _traces_filter(wanted)
     return (
         _grouped(executor, SPANS, _STORED_SPAN_COLUMNS, where, params),

@@ -15,6 +15,8 @@ this order guarantees):
    does in the replacing tables. Reading first means a new trace (the common case) reads
    nothing back. A trace row also carries the models and providers of its spans, and when the
    trace's start_time moved, a tombstone for each stored row at its old sort key (`reproject`).
+   The rollups' change is worked out alongside: the stored projections and the spans replaced,
+   subtracted, the new ones added (`rollups.stored_delta`), inserted right after the trace rows.
 4. **Writes**, ONE INSERT per table: spans, held spans, logs, metrics, scores, feedback, aspect
    notes, the trace rows, the facet values, and LAST the ingest keys, which are the commit
    marker. One INSERT is one block, which ClickHouse commits as one part per partition (month
@@ -47,9 +49,10 @@ from typing import Any, Literal, TypeVar, cast
 from mcpd.signals.batch import SignalBatch
 from mcpd.signals.facets import FacetValue, batch_facets, span_facets
 from mcpd.signals.projection import project_trace
+from mcpd.signals.rollups import Delta
 from mcpd.signals.rows import FeedbackRow, ScoreRow, SpanRow
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
-from mcpd.storage.clickhouse.signals import columns
+from mcpd.storage.clickhouse.signals import columns, rollups
 from mcpd.storage.clickhouse.signals.columns import (
     ASPECT_NOTES,
     FACET_VALUES,
@@ -181,11 +184,13 @@ def write_batches(
     key_data = _insert_data(INGEST_KEYS, keys)
 
     latest = max(batch.received_at for batch in accepted)
-    traces = reproject(executor, state, spans, scores, feedback, latest)
+    delta = Delta()
+    traces = reproject(executor, state, spans, scores, feedback, latest, delta)
     for table, data in prepared:
         _insert(executor, table, data)
     if traces:
         _insert(executor, TRACES, _insert_data(TRACES, traces))
+    rollups.insert(executor, delta)
     if facets:
         _insert(executor, FACET_VALUES, facet_data)
         state.facets_written(facets)
@@ -249,13 +254,15 @@ def release_held(
         sightings: dict[FacetValue, int] = {}
         _sighted(sightings, span_facets(spans), latest)
         facets = state.facets_due(sightings)
-        traces = reproject(executor, state, spans, (), (), latest)
+        delta = Delta()
+        traces = reproject(executor, state, spans, (), (), latest, delta)
         span_data = _insert_data(SPANS, spans)
         trace_data = _insert_data(TRACES, traces) if traces else None
         facet_data = _insert_data(FACET_VALUES, facet_rows(facets)) if facets else None
         _insert(executor, SPANS, span_data)
         if trace_data is not None:
             _insert(executor, TRACES, trace_data)
+        rollups.insert(executor, delta)
         if facet_data is not None:
             _insert(executor, FACET_VALUES, facet_data)
         state.facets_written(facets)
@@ -285,6 +292,7 @@ def reproject(
     scores: Sequence[ScoreRow],
     feedback: Sequence[FeedbackRow],
     latest: int,
+    delta: Delta | None = None,
 ) -> list[dict[str, Any]]:
     """The trace rows (with their version) of every trace the rows about to be written touch:
     what is stored, overlaid with those rows; a trace without spans gets none.
@@ -305,6 +313,9 @@ def reproject(
     wanted = sorted(touched)
     span_groups, score_groups, feedback_groups = stored_for_projection(executor, wanted)
     stored_keys = stored_trace_keys(executor, sorted(span_groups))
+    if delta is not None:
+        # Before the overlay: what is stored now is what the new rows replace.
+        delta.rows.update(rollups.stored_delta(span_groups, spans).rows)
     _overlay(span_groups, spans, "span_id")
     _overlay(score_groups, scores, "score_id")
     _overlay(feedback_groups, feedback, "feedback_id")
@@ -334,6 +345,8 @@ def reproject(
             }
         )
         traces.extend(_tombstones(key, stored_keys, row["start_time"], version))
+        if delta is not None:
+            delta.add_trace(row)
     return traces
 
 

@@ -10,8 +10,9 @@ import enum
 
 from sqlalchemy import MetaData
 
-# `sessions` adds the session read model's tables to the trace store's MetaData.
-from mcpd.storage.sql.schema import control, run, sessions, trace
+# `sessions` adds the session read model's tables to the trace store's MetaData, `rollups`
+# the analytics rollups.
+from mcpd.storage.sql.schema import control, rollups, run, sessions, trace
 
 
 class StoreName(enum.StrEnum):
@@ -33,4 +34,4 @@ METADATA: dict[StoreName, MetaData] = {
     StoreName.CONTROL: control.metadata,
 }
 
-__all__ = ["METADATA", "StoreName", "control", "run", "sessions", "trace"]
+__all__ = ["METADATA", "StoreName", "control", "rollups", "run", "sessions", "trace"]

@@ -98,6 +98,8 @@ runs = Table(
     index("runs", "project", "status", "created_at"),
     index("runs", "project", "definition_id", "definition_version", "created_at"),
     index("runs", "project", "user_id"),
+    # The run watches' window: the runs that ended in it, and (ended_at NULL) those still running.
+    index("runs", "project", "ended_at"),
     index("runs", "root_run_id"),
     index("runs", "parent_run_id"),
 )

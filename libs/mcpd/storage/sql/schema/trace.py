@@ -176,6 +176,8 @@ traces = Table(
     index("traces", "project", "total_cost", "trace_id"),
     index("traces", "project", "duration_ns", "trace_id"),
     index("traces", "project", "received_at"),
+    # An experiment's cost and item count read its traces.
+    index("traces", "project", "experiment_id"),
     *arrival("traces"),
 )
 
@@ -249,6 +251,8 @@ scores = Table(
     index("scores", "project", "scorer_id", "timestamp"),
     index("scores", "project", "received_at"),
     index("scores", "project", "timestamp", "score_id"),
+    # An experiment's summary reads its scores.
+    index("scores", "project", "experiment_id"),
 )
 
 feedback = Table(
@@ -376,4 +380,75 @@ arrival_clock = Table(
     Column("id", Integer, nullable=False),
     Column("seq", Count, nullable=False),
     PrimaryKeyConstraint("id"),
+)
+
+# Datasets, their items and experiments sit beside the traces they are captured from, so the
+# erasure of a subject empties captured items in the same store (Dataset, DatasetItem,
+# Experiment in the spec; `mcpd.storage.records` has their rows).
+datasets = Table(
+    "datasets",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("dataset_id", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("description", Text),
+    Column("created_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("project", "dataset_id"),
+    # A name says which dataset it is: one per project.
+    index("datasets", "project", "name", unique=True),
+    index("datasets", "project", "created_at", "dataset_id"),
+)
+
+dataset_items = Table(
+    "dataset_items",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("item_id", Text, nullable=False),
+    Column("dataset_id", Text, nullable=False),
+    Column("input", JsonDocument),
+    Column("expected", JsonDocument),
+    Column("metadata", JsonDocument),
+    Column("source_trace_id", Text),
+    Column("created_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("project", "dataset_id", "item_id"),
+    index("dataset_items", "project", "dataset_id", "created_at", "item_id"),
+    index("dataset_items", "project", "source_trace_id"),
+)
+
+experiments = Table(
+    "experiments",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("experiment_id", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("dataset_id", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("created_at", TimestampNs, nullable=False),
+    Column("started_at", TimestampNs),
+    Column("finished_at", TimestampNs),
+    Column("baseline_id", Text),
+    Column("error", Text),
+    Column("metadata", JsonDocument),
+    # Whether mcpd runs the items (the metadata names a definition), or the caller does.
+    Column("driven", Boolean, nullable=False),
+    PrimaryKeyConstraint("project", "experiment_id"),
+    index("experiments", "project", "created_at", "experiment_id"),
+    index("experiments", "status"),
+)
+
+# The item each run of an experiment was for: written when mcpd starts the run (an experiment it
+# drives) and read to pair the items of two experiments.
+experiment_items = Table(
+    "experiment_items",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("experiment_id", Text, nullable=False),
+    Column("item_id", Text, nullable=False),
+    Column("run_id", Text),
+    Column("trace_id", Text),
+    Column("status", Text, nullable=False),
+    Column("error", Text),
+    Column("updated_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("project", "experiment_id", "item_id"),
+    index("experiment_items", "project", "trace_id"),
 )

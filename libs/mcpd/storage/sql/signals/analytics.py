@@ -1,7 +1,9 @@
 """Analytics on SQLite and PostgreSQL: figures per group, and spend per time bucket.
 
-What is counted is `mcpd.signals.queries.GroupFigures`' contract: traces whose start is in the
-window (grouped by a trace column, or not at all), or spans whose start is in the window and
+A window that holds a whole hour is answered from the rollups (`rollups`: whole buckets from
+rollup rows, the ragged edges from the rows); the statements below answer the rest, and the
+edges. What is counted is `mcpd.signals.queries.GroupFigures`' contract: traces whose start is
+in the window (grouped by a trace column, or not at all), or spans whose start is in the window and
 whose grouping column (model, provider) is set. Each question is one statement, built from the
 same parts on both backends; only the latency columns differ. PostgreSQL computes quantiles in
 SQL (`percentile_cont` over an array of fractions, so one sort serves all four). SQLite has no
@@ -41,6 +43,7 @@ from mcpd.signals.queries import SPAN_GROUPS, CostPoint, GroupFigures, LatencyFi
 from mcpd.signals.stats import NS_PER_MS, latency_figures
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.schema.trace import spans, traces
+from mcpd.storage.sql.signals import rollups
 
 _QUANTILES = (0.50, 0.90, 0.95, 0.99)
 
@@ -84,7 +87,11 @@ def _source(project: str, window: Window, group_by: str | None) -> _Source:
 def group_figures(
     conn: Connection, dialect: SqlDialect, project: str, window: Window, group_by: str | None
 ) -> list[GroupFigures]:
-    """Figures per group over the window (see `TraceStore.group_figures`)."""
+    """Figures per group over the window (see `TraceStore.group_figures`): from the rollups
+    when the window holds a whole hour, else from the rows."""
+    found = rollups.group_figures(conn, dialect, project, window, group_by)
+    if found is not None:
+        return found
     source = _source(project, window, group_by)
     columns = [*_sums(source.table), *_latency_columns(dialect, source.table)]
     rows = conn.execute(source.grouped(source.select(*columns)))
@@ -162,9 +169,21 @@ def cost_points(
     group_by: str | None,
     bucket_ns: int,
 ) -> list[CostPoint]:
-    """Spend per epoch-aligned bucket and group key (see `TraceStore.cost_points`); the same
-    statement on both backends."""
+    """Spend per epoch-aligned bucket and group key (see `TraceStore.cost_points`): from the
+    hour rollups when the window holds a whole hour and `bucket_ns` is whole hours, else from
+    the rows (the same statement on both backends)."""
     del dialect  # one statement serves both
+
+    def raw(edge: Window) -> list[CostPoint]:
+        return _raw_cost_points(conn, project, edge, group_by, bucket_ns)
+
+    found = rollups.cost_points(conn, project, window, group_by, bucket_ns, raw)
+    return found if found is not None else raw(window)
+
+
+def _raw_cost_points(
+    conn: Connection, project: str, window: Window, group_by: str | None, bucket_ns: int
+) -> list[CostPoint]:
     source = _source(project, window, group_by)
     c = source.table.c
     # Inline, so the GROUP BY expression is textually the selected one (see `_source`).

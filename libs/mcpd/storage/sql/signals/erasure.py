@@ -13,7 +13,9 @@ trigger (`statements` documents the index).
   id) or keyed by the subject's session id, in any harness. A trace that only lost a score or
   feedback of the subject is re-projected, so its summaries stop counting it. Facet values
   stay: no facet holds a user id or a session id (they are entity kinds and names, services,
-  environments, tags, metric names and labels).
+  environments, tags, metric names and labels). Dataset items captured from the erased traces
+  are emptied in place (their input, expected and metadata): a case was kept on purpose, so it
+  stays, without what the subject said.
 * `apply_retention`: rows whose `received_at` is before their signal's cutoff, a bounded batch
   per transaction, so a backlog of millions never holds SQLite's write lock, or one PostgreSQL
   transaction, for its whole length. `spans` takes traces whole by the trace's arrival (the
@@ -32,6 +34,10 @@ words stay in index segments (unreachable: they point at deleted rows) until FTS
 Retention does neither, since aged data is not a request to forget. PostgreSQL keeps dead tuples
 until VACUUM reuses their space, and its WAL and backups keep what they kept: no transaction can
 scrub those.
+
+Rollups (`rollups`): what a delete removes, and the change of every trace it re-projects, is
+read before it is written and subtracted from the rollups at the end of the transaction, in one
+upsert in key order, as a write adds to them.
 
 Locks (PostgreSQL): writers serialise per trace with advisory locks (`statements.lock_traces`).
 A delete that removes or re-projects a trace takes them first, in key order and in one call, so
@@ -64,7 +70,9 @@ from sqlalchemy.engine import Engine
 from mcpd.runtime.errors import InvalidArgument
 from mcpd.sessions.model import TRACE_HARNESS
 from mcpd.signals.queries import STAT_SIGNALS, ErasureCounts, ErasureSubject
+from mcpd.signals.rollups import Delta
 from mcpd.storage.sql.dialect import SqlDialect
+from mcpd.storage.sql.evaluation import empty_captured_items
 from mcpd.storage.sql.schema.sessions import (
     event_search,
     events,
@@ -85,6 +93,7 @@ from mcpd.storage.sql.schema.trace import (
     spans,
     traces,
 )
+from mcpd.storage.sql.signals import rollups
 from mcpd.storage.sql.signals.reproject import chunks, reproject
 from mcpd.storage.sql.signals.statements import (
     SEARCH_TEXT,
@@ -135,7 +144,9 @@ Match = Callable[[str], ColumnElement[Any]]
 def delete_trace(conn: Connection, dialect: SqlDialect, project: str, trace_id: str) -> int:
     """`TraceStore.delete_trace` inside the caller's transaction: records removed."""
     lock_traces(conn, dialect, [(project, trace_id)])
-    removed = _delete_of_traces(conn, project, [trace_id], _OF_TRACE)
+    delta = Delta()
+    removed = _delete_of_traces(conn, project, [trace_id], _OF_TRACE, delta)
+    rollups.apply(conn, dialect, delta)
     return sum(removed.values())
 
 
@@ -153,7 +164,8 @@ def erase_subject(
     locked = set(whole) | annotated
     lock_traces(conn, dialect, [(project, trace_id) for trace_id in sorted(locked)])
     session_keys = _session_keys(conn, project, whole)
-    removed = _delete_of_traces(conn, project, whole, _OF_TRACE)
+    delta = Delta()
+    removed = _delete_of_traces(conn, project, whole, _OF_TRACE, delta)
     touched: set[str] = set()
     for table in _OWN_ROWS:
         count, named = _delete_matching(conn, table, project, subject)
@@ -164,8 +176,10 @@ def erase_subject(
     # A score or feedback of the subject written since the look-up above: its trace is
     # locked now (rare; PostgreSQL resolves a lock cycle by failing one transaction).
     lock_traces(conn, dialect, [(project, trace_id) for trace_id in sorted(touched - locked)])
-    _reproject(conn, dialect, project, sorted(touched))
+    _reproject(conn, dialect, project, sorted(touched), delta)
     erased_sessions = _erase_sessions(conn, project, session_keys, subject.session_id)
+    items = empty_captured_items(conn, project, whole)
+    rollups.apply(conn, dialect, delta)
     _scrub_search(conn, dialect, removed)
     return ErasureCounts(
         traces=removed["traces"],
@@ -176,6 +190,8 @@ def erase_subject(
         feedback=removed["feedback"],
         aspect_notes=removed["aspect_notes"],
         sessions=erased_sessions,
+        dataset_items=items.items,
+        datasets=items.datasets,
     )
 
 
@@ -389,7 +405,11 @@ def _expire_traces(
         ).scalars()
     )
     lock_traces(conn, dialect, [(project, trace_id) for trace_id in sorted(trace_ids)])
-    removed = _delete_of_traces(conn, project, trace_ids, (traces, spans, held_spans, aspect_notes))
+    delta = Delta()
+    removed = _delete_of_traces(
+        conn, project, trace_ids, (traces, spans, held_spans, aspect_notes), delta
+    )
+    rollups.apply(conn, dialect, delta)
     return removed, len(trace_ids) == RETENTION_TRACES
 
 
@@ -412,11 +432,17 @@ def _expire_rows(
         else set()
     )
     lock_traces(conn, dialect, [(project, trace_id) for trace_id in projected])
+    delta = Delta()
+    if table is spans:
+        replaced = {(project, row.trace_id, row.span_id) for row in found}
+        of_traces = {(project, trace_id) for _, trace_id, _ in replaced}
+        delta.add_spans(rollups.stored_spans(conn, of_traces, replaced), -1)
     removed = 0
     for chunk in chunks(found):
         identities = [tuple(row)[: len(keys)] for row in chunk]
         removed += conn.execute(delete(table).where(*older, _key_in(keys, identities))).rowcount
-    counts = _reproject(conn, dialect, project, projected)
+    counts = _reproject(conn, dialect, project, projected, delta)
+    rollups.apply(conn, dialect, delta)
     counts[table.name] += removed
     return counts, len(found) == RETENTION_ROWS
 
@@ -433,9 +459,19 @@ def _key_in(
 
 
 def _delete_of_traces(
-    conn: Connection, project: str, trace_ids: Sequence[str], tables: Sequence[Table]
+    conn: Connection,
+    project: str,
+    trace_ids: Sequence[str],
+    tables: Sequence[Table],
+    delta: Delta,
 ) -> Counter[str]:
-    """Delete the rows of `tables` that name one of the traces; how many, per table."""
+    """Delete the rows of `tables` that name one of the traces; how many, per table. What the
+    deleted trace rows and spans counted in the rollups is subtracted into `delta`."""
+    keys = [(project, trace_id) for trace_id in trace_ids]
+    if traces in tables:
+        delta.add_traces(rollups.stored_traces(conn, keys), -1)
+    if spans in tables:
+        delta.add_spans(rollups.stored_spans(conn, keys, None), -1)
     removed: Counter[str] = Counter()
     for chunk in chunks(trace_ids):
         for table in tables:
@@ -447,7 +483,7 @@ def _delete_of_traces(
 
 
 def _reproject(
-    conn: Connection, dialect: SqlDialect, project: str, trace_ids: Sequence[str]
+    conn: Connection, dialect: SqlDialect, project: str, trace_ids: Sequence[str], delta: Delta
 ) -> Counter[str]:
     """Rewrite the projection of traces that lost rows (a new arrival, so delta pollers see
     it); a trace left without spans loses its row (counted). The caller holds the traces'
@@ -456,8 +492,11 @@ def _reproject(
         return Counter()
     projected = reproject(conn, [(project, trace_id) for trace_id in trace_ids], (), (), ())
     emptied = sorted(set(trace_ids) - {row["trace_id"] for row in projected})
-    removed = _delete_of_traces(conn, project, emptied, (traces,))
+    removed = _delete_of_traces(conn, project, emptied, (traces,), delta)
     if projected:
+        stored = [(project, row["trace_id"]) for row in projected]
+        delta.add_traces(rollups.stored_traces(conn, stored), -1)
+        delta.add_traces(projected)
         bulk_upsert(traces, dialect).execute(conn, projected, arrival=next_arrival(conn, dialect))
     return removed
 

@@ -30,6 +30,8 @@
 6. **Followers**: when spans were written, the caller's `follow` is given them and the touched
    traces' projections, still inside the transaction (the sessions of those traces,
    `mcpd.sessions.traces`). Tail sampling's release does the same with the spans it moved.
+7. **Rollups** (`rollups`): the new projections and spans less the stored rows they replace
+   (read before step 5), added to the rollup rows last of all, in key order.
 
 Every statement that takes row locks takes them in key order, and the phases run in the same
 order in every writer, so two PostgreSQL writers cannot deadlock.
@@ -46,6 +48,7 @@ from sqlalchemy import Connection, Table, delete
 
 from mcpd.signals.batch import SignalBatch
 from mcpd.signals.facets import FacetValue, batch_facets, span_facets
+from mcpd.signals.rollups import Delta, carries_spans
 from mcpd.signals.rows import SpanRow, TraceRow
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.schema.trace import (
@@ -59,6 +62,7 @@ from mcpd.storage.sql.schema.trace import (
     spans,
     traces,
 )
+from mcpd.storage.sql.signals import rollups
 from mcpd.storage.sql.signals.reproject import TraceKey, chunks, project_alone, reproject
 from mcpd.storage.sql.signals.statements import (
     Bound,
@@ -232,6 +236,7 @@ def write_bound(
         gathered.rows(feedback),
         alone=alone,
     )
+    delta = _rollup_delta(conn, touched, projected, gathered.rows(spans))
     arrival = next_arrival(conn, dialect) if any(written) else 0
     for table, _, _ in _WRITTEN:
         _write(conn, dialect, table, gathered.tables[table.name], arrival)
@@ -239,6 +244,7 @@ def write_bound(
     _upsert_facets(conn, dialect, gathered.facets)
     if follow is not None and gathered.tables["spans"]:
         follow(cast(list[SpanRow], gathered.rows(spans)), projected)
+    rollups.apply(conn, dialect, delta)
     return written
 
 
@@ -310,6 +316,7 @@ def release_held(
         return 0
     touched = {(key[0], key[1]) for key in moved}
     projected = reproject(conn, touched, moved.values(), (), ())
+    delta = _rollup_delta(conn, touched, projected, list(moved.values()))
     arrival = next_arrival(conn, dialect)
     _upsert(conn, dialect, spans, moved, arrival)
     _upsert_traces(conn, dialect, projected, arrival)
@@ -318,7 +325,29 @@ def release_held(
     _upsert_facets(conn, dialect, facets)
     if follow is not None:
         follow([cast(SpanRow, moved[key]) for key in sorted(moved)], projected)
+    rollups.apply(conn, dialect, delta)
     return len(moved)
+
+
+def _rollup_delta(
+    conn: Connection,
+    touched: Iterable[TraceKey],
+    projected: Sequence[TraceRow],
+    written_spans: Sequence[Row],
+) -> Delta:
+    """What the write changes in the rollups: the new projections and spans less the stored
+    rows they replace, read now (before the writes; the traces' locks are held). Applied after
+    every other row is written, so rollup rows are the last a writer locks."""
+    delta = Delta()
+    delta.add_traces(rollups.stored_traces(conn, touched), -1)
+    delta.add_traces(projected)
+    counted = [row for row in written_spans if carries_spans(row)]
+    if written_spans:
+        keys = {(row["project"], row["trace_id"], row["span_id"]) for row in written_spans}
+        traces_of = {(project, trace_id) for project, trace_id, _ in keys}
+        delta.add_spans(rollups.stored_spans(conn, traces_of, keys), -1)
+    delta.add_spans(counted)
+    return delta
 
 
 def _upsert(
