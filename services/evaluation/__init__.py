@@ -18,7 +18,7 @@ from mcpd.runtime.watch_config import MonitorSettings, SloSettings
 from mcpd.storage.interfaces import DatasetRecords, ExperimentRecords, PriceOverrides
 from services.evaluation.datasets import Datasets
 from services.evaluation.experiment_driver import ExperimentDriver
-from services.evaluation.experiments import Experiments, RunControl
+from services.evaluation.experiments import ExperimentRubrics, Experiments, RunControl
 from services.evaluation.judge import JudgePrices, LlmJudge, judge_endpoint
 from services.evaluation.monitors import Monitors
 from services.evaluation.objectives import Objectives
@@ -82,7 +82,7 @@ def evaluation(
     projects' price overrides its calls are priced with (the shipped book alone without)."""
     endpoint = judge_endpoint(judge) if judge is not None else None
     llm_judge = LlmJudge(endpoint, JudgePrices(prices))
-    scoring = Scoring(traces, writes, clock, llm_judge)
+    scoring = Scoring(traces, writes, clock, llm_judge, ExperimentRubrics(experiments))
     sets = Datasets(datasets, traces, clock)
     runs_of = Experiments(experiments, datasets, runs, scoring.scorers, clock)
     driver = ExperimentDriver(experiments, runs_of, sets, runs, traces, scoring, clock)

@@ -56,6 +56,7 @@ __all__ = [
     "ENDED",
     "LIVE",
     "ExperimentPlan",
+    "ExperimentRubrics",
     "Experiments",
     "RunControl",
     "experiment_message",
@@ -357,6 +358,19 @@ class Experiments:
                 if getattr(cost, name) is not None:
                     setattr(message.cost, name, getattr(cost, name))
         return message
+
+
+class ExperimentRubrics:
+    """The rubric an experiment's metadata gives the judge (`scoring.ExperimentRubrics`)."""
+
+    def __init__(self, store: ExperimentRecords) -> None:
+        self._store = store
+
+    async def rubric(self, project: str, experiment_id: str) -> str | None:
+        row = await asyncio.to_thread(self._store.experiment, project, experiment_id)
+        metadata = row.metadata if row is not None else None
+        rubric = metadata.get("rubric") if isinstance(metadata, Mapping) else None
+        return rubric if isinstance(rubric, str) and rubric.strip() else None
 
 
 def experiment_message(

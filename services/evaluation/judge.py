@@ -69,6 +69,21 @@ INSTRUCTIONS = (
 )
 
 
+def _with_rubric(
+    config: evaluation_pb2.ScorerConfig,
+    detail: query_pb2.TraceDetail,
+    rubrics: Mapping[str, str] | None,
+) -> evaluation_pb2.ScorerConfig:
+    """`config`, with the run's own rubric when it gives none and the run has one."""
+    rubric = (rubrics or {}).get(detail.trace.trace_id)
+    if config.HasField("rubric") or rubric is None:
+        return config
+    given = evaluation_pb2.ScorerConfig()
+    given.CopyFrom(config)
+    given.rubric = rubric
+    return given
+
+
 @dataclass(frozen=True, slots=True)
 class JudgeEndpoint:
     """Where the judge is and how it is called; the key never shows in a repr."""
@@ -165,9 +180,12 @@ class LlmJudge:
         project: str,
         details: Sequence[query_pb2.TraceDetail],
         config: evaluation_pb2.ScorerConfig,
+        *,
+        rubrics: Mapping[str, str] | None = None,
     ) -> list[Verdict | Declined]:
         """A verdict or a decline per run, in order; at most `judge_concurrency` calls at once,
-        over one HTTP client for the pass."""
+        over one HTTP client for the pass. `rubrics` (by trace id) grade a run when `config`
+        gives no rubric (its experiment's)."""
         endpoint = self._endpoint
         if endpoint is None:
             return [Declined(NO_JUDGE) for _ in details]
@@ -181,7 +199,7 @@ class LlmJudge:
 
             async def one(detail: query_pb2.TraceDetail) -> Verdict | Declined:
                 async with gate:
-                    return await call.judge(detail, config)
+                    return await call.judge(detail, _with_rubric(config, detail, rubrics))
 
             return list(await asyncio.gather(*(one(detail) for detail in details)))
 

@@ -12,7 +12,9 @@ most `judge_concurrency` at once. A pass that includes it with a judge configure
 many runs as fit in the request's deadline: with `time_left` seconds left, each call taking up to
 `judge_timeout_s`, that is floor(time_left * judge_concurrency / judge_timeout_s) runs. Unset,
 `limit` is that many (at most `MAX_TRACES`); a `limit` or `trace_ids` naming more is refused,
-naming the field and the cap. Without a deadline the usual limits apply.
+naming the field and the cap. Without a deadline the usual limits apply. When the pass's config
+gives the judge no rubric, a run of an experiment is judged against the `rubric` of that
+experiment's metadata, if it has one (`rubrics`).
 
 Every verdict becomes a Score with the pass's `source` (`offline` when unset: scored later,
 from storage), the scorer's id and version, `min` and `max`, the verdict's cost and metadata
@@ -72,9 +74,16 @@ class ScoreWrites(Protocol):
         ...
 
 
+class ExperimentRubrics(Protocol):
+    """The rubric an experiment's metadata gives the judge (`rubric`), if any."""
+
+    async def rubric(self, project: str, experiment_id: str) -> str | None: ...
+
+
 class Scoring:
     """Scoring passes over one project's stored runs (see the module docstring); `judge` is the
-    judged scorer (one without a judge configured when not given)."""
+    judged scorer (one without a judge configured when not given), `rubrics` the experiments'
+    rubrics it falls back on."""
 
     def __init__(
         self,
@@ -82,10 +91,12 @@ class Scoring:
         writes: ScoreWrites,
         clock: Clock,
         judge: LlmJudge | None = None,
+        rubrics: ExperimentRubrics | None = None,
     ) -> None:
         self._traces = traces
         self._writes = writes
         self._clock = clock
+        self._rubrics = rubrics
         self._judge = judge if judge is not None else LlmJudge(None)
         every: dict[str, AnyScorer] = {**SCORERS, self._judge.id: self._judge}
         self.scorers: Mapping[str, AnyScorer] = MappingProxyType(dict(sorted(every.items())))
@@ -159,7 +170,17 @@ class Scoring:
     ) -> list[Verdict | Declined]:
         """The judge's answer on every stored run, in order."""
         stored = [detail for detail in details if detail is not None]
-        return await self._judge.judge_runs(request.project, stored, request.config)
+        rubrics: dict[str, str] = {}
+        if self._rubrics is not None and not request.config.HasField("rubric"):
+            experiments = {d.trace.correlation.experiment_id for d in stored} - {""}
+            found = {e: await self._rubrics.rubric(request.project, e) for e in experiments}
+            for detail in stored:
+                rubric = found.get(detail.trace.correlation.experiment_id)
+                if rubric is not None:
+                    rubrics[detail.trace.trace_id] = rubric
+        return await self._judge.judge_runs(
+            request.project, stored, request.config, rubrics=rubrics
+        )
 
     async def _targets(
         self, request: evaluation_pb2.ScoreRunRequest, cap: _Cap | None

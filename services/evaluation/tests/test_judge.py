@@ -451,3 +451,38 @@ async def test_only_a_pass_that_calls_a_judge_is_capped(endpoint: JudgeEndpoint)
     unconfigured = await scoring(runs, None).run(judged(limit=15), time_left=0.4)
     assert unconfigured.traces_scored == 15
     assert {skip.reason for skip in unconfigured.skipped} == {NO_JUDGE}
+
+
+class Rubrics:
+    """Experiments' rubrics by id, and the experiments asked about."""
+
+    def __init__(self, rubrics: dict[str, str]) -> None:
+        self.rubrics = rubrics
+        self.asked: list[str] = []
+
+    async def rubric(self, project: str, experiment_id: str) -> str | None:
+        self.asked.append(experiment_id)
+        return self.rubrics.get(experiment_id)
+
+
+async def test_a_run_of_an_experiment_is_judged_against_its_rubric_when_the_pass_gives_none(
+    endpoint: JudgeEndpoint, server: JudgeServer
+) -> None:
+    runs = stored(3)
+    joined = list(runs.details.values())
+    joined[0].trace.correlation.experiment_id = "ex-with"
+    joined[1].trace.correlation.experiment_id = "ex-without"
+    rubrics = Rubrics({"ex-with": "Names the day the refund was issued."})
+    clock = ManualClock(datetime(2026, 12, 6, tzinfo=UTC))
+    passes = Scoring(runs, runs, clock, LlmJudge(endpoint), rubrics)
+    request = evaluation_pb2.ScoreRunRequest(project="acme", scorers=["llm_judge"])
+    result = await passes.run(request)
+    assert [score.trace_id for score in result.scores] == [joined[0].trace.trace_id]
+    assert [skip.reason.startswith("no rubric") for skip in result.skipped] == [True, True]
+    (sent,) = server.requests
+    assert sent.message("system").endswith("\n\nRubric:\nNames the day the refund was issued.")
+    assert sorted(rubrics.asked) == ["ex-with", "ex-without"]
+
+    given = await passes.run(judged())
+    assert len(given.scores) == 3, "a rubric the pass gives wins"
+    assert all(r.message("system").endswith(RUBRIC) for r in server.requests[1:])
