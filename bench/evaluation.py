@@ -8,7 +8,8 @@ of five) are ingested through ``POST /v1/api/ingest``, then scored through ``POS
 scoring only), then storing the scores through ingest. Each row: runs per second, scores per
 second and the passes' wall time, with the daemon's CPU over the row.
 
-Output: a table and ``bench/results/evaluation.json``.
+Output: a table and ``bench/results/evaluation.json``. One monitor evaluation over 1M spans is
+measured by ``bench query`` (:mod:`bench.query.monitors`), which loads that corpus.
 """
 
 from __future__ import annotations
