@@ -83,9 +83,12 @@ class Objectives(Watched[evaluation_pb2.Slo, evaluation_pb2.SloState]):
 
     async def _evaluate(self, slo: evaluation_pb2.Slo, stored: WatchState | None) -> None:
         now = epoch_nanos(self._clock.now())
-        whole, fast, slow = [
+        # The windows are read one after another, not as one snapshot: narrowest first, so a
+        # run stored meanwhile can only make a wider window hold more, never the whole window
+        # fewer runs than a burn window it contains.
+        fast, slow, whole = [
             await self._window(slo.project, now, seconds)
-            for seconds in (slo.window_days * _DAY_S, FAST_S, SLOW_S)
+            for seconds in (FAST_S, SLOW_S, slo.window_days * _DAY_S)
         ]
         reading = evaluation_pb2.SloReading(slo_id=slo.id, at=timestamp(now), samples=whole.runs)
         budget = 1 - slo.objective

@@ -90,25 +90,16 @@ class QueryReads:
     async def score_mean(
         self, project: str, scorer_id: str, start: Timestamp, end: Timestamp
     ) -> tuple[float | None, int]:
-        """Pages the scorer's scores newest first until they are older than the window."""
-        request = query_service_pb2.ListScoresRequest(
-            project=project, scorer_id=scorer_id, limit=MAX_PAGE
+        """One GetScoreStats call: the query service answers from its rollups, however many
+        scores the window holds."""
+        request = query_service_pb2.GetScoreStatsRequest(
+            project=project, scorer_id=scorer_id, to=end
         )
-        total, count = 0.0, 0
-        first, last = start.ToNanoseconds(), end.ToNanoseconds()
-        while True:
-            page: query_pb2.ScoreListResponse = await _call(
-                self._stub.ListScores, request, self._metadata, "read a monitor's scores"
-            )
-            for score in page.scores:
-                at = score.timestamp.ToNanoseconds()
-                if at < first:
-                    return (total / count if count else None), count
-                if at < last:
-                    total, count = total + score.value, count + 1
-            if not page.page.has_more:
-                return (total / count if count else None), count
-            request.cursor = page.page.next_cursor
+        getattr(request, "from").CopyFrom(start)
+        stats: query_service_pb2.GetScoreStatsResponse = await _call(
+            self._stub.GetScoreStats, request, self._metadata, "read a monitor's scores"
+        )
+        return (stats.mean if stats.HasField("mean") else None), int(stats.count)
 
 
 class OrchestratorShapes:

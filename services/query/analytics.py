@@ -1,5 +1,5 @@
-"""The overview figures: analytics summary and cost breakdown, assembled from the store's
-`GroupFigures` and `CostPoint`s.
+"""The overview figures: analytics summary, cost breakdown and score statistics, assembled from
+the store's `GroupFigures`, `CostPoint`s and `ScoreStats`.
 
 Spend is reported in USD, the currency of the shipped price book and of every estimated cost;
 the window is always closed (the request module fills an absent end with now and an absent
@@ -9,6 +9,7 @@ start with the day before).
 from __future__ import annotations
 
 from mcpd.model.v1 import query_pb2
+from mcpd.query.v1 import query_service_pb2
 from mcpd.signals import messages
 from mcpd.signals.queries import GroupFigures, LatencyFigures, Window
 from mcpd.storage.interfaces import SignalAnalytics
@@ -71,6 +72,18 @@ def cost_breakdown(
     return answer
 
 
+def score_stats(
+    store: SignalAnalytics, project: str, scorer_id: str, window: Window
+) -> query_service_pb2.GetScoreStatsResponse:
+    """GetScoreStatsResponse: the count and mean of the scorer's scores in the window."""
+    stats = store.score_stats(project, scorer_id, window)
+    answer = query_service_pb2.GetScoreStatsResponse(scorer_id=scorer_id, count=stats.count)
+    if stats.mean is not None:
+        answer.mean = stats.mean
+    _set_window(answer, window)
+    return answer
+
+
 def grouped_stat(row: GroupFigures) -> query_pb2.GroupedStat:
     """One group's figures as the wire message."""
     stat = query_pb2.GroupedStat(
@@ -104,7 +117,10 @@ def _whole(store: SignalAnalytics, project: str, window: Window) -> GroupFigures
 
 
 def _set_window(
-    answer: query_pb2.AnalyticsSummary | query_pb2.CostBreakdown, window: Window
+    answer: query_pb2.AnalyticsSummary
+    | query_pb2.CostBreakdown
+    | query_service_pb2.GetScoreStatsResponse,
+    window: Window,
 ) -> None:
     assert window.start is not None
     assert window.end is not None

@@ -239,6 +239,20 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
             analytics.summary, self._store, request.project, window, group_by
         )
 
+    async def GetScoreStats(
+        self,
+        request: query_service_pb2.GetScoreStatsRequest,
+        context: grpc.aio.ServicerContext[
+            query_service_pb2.GetScoreStatsRequest, query_service_pb2.GetScoreStatsResponse
+        ],
+    ) -> query_service_pb2.GetScoreStatsResponse:
+        if not request.scorer_id:
+            raise InvalidArgument("scorer_id is required", field="scorer_id")
+        window = self._closed_window(request)
+        return await asyncio.to_thread(
+            analytics.score_stats, self._store, request.project, request.scorer_id, window
+        )
+
     async def GetCostBreakdown(
         self,
         request: query_service_pb2.GetCostBreakdownRequest,

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import grpc
@@ -81,6 +82,16 @@ window_seconds = 5
 min_samples = 100
 
 [[monitors]]
+id = "scores"
+name = "Answers get worse"
+watch = "score_mean"
+scorer_id = "e2e_quality"
+compare = "below"
+threshold = 0.5
+window_seconds = 3600
+min_samples = 2
+
+[[monitors]]
 id = "divergent"
 name = "Runs stray from their shape"
 watch = "step_count_divergence"
@@ -120,6 +131,24 @@ def _ingest(daemon: DaemonProcess, *, failing: bool, count: int) -> None:
             run[0]["error"] = {"message": "it broke"}
         spans += run
     answer = httpx.post(f"{daemon.http_url}/v1/api/ingest", json={"spans": spans}, timeout=30)
+    assert answer.status_code == 200, answer.text
+
+
+def _score(daemon: DaemonProcess, trace_id: str, values: list[float]) -> None:
+    """Scores of scorer `e2e_quality`, ids `quality-<n>`, produced ten seconds ago."""
+    at = datetime.fromtimestamp(time.time() - 10, UTC).isoformat().replace("+00:00", "Z")
+    scores = [
+        {
+            "score_id": f"quality-{number}",
+            "trace_id": trace_id,
+            "scorer_id": "e2e_quality",
+            "source": "live",
+            "value": value,
+            "timestamp": at,
+        }
+        for number, value in enumerate(values)
+    ]
+    answer = httpx.post(f"{daemon.http_url}/v1/api/ingest", json={"scores": scores}, timeout=30)
     assert answer.status_code == 200, answer.text
 
 
@@ -205,6 +234,19 @@ def test_a_monitor_and_an_objective_trip_are_acknowledged_and_clear(
         ("slo", "cleared", "answers"),
         ("slo", "tripped", "answers"),
     ]
+
+
+def test_a_score_mean_monitor_counts_each_score_once(daemon: DaemonProcess) -> None:
+    # Read through the query service's GetScoreStats with the service credential.
+    trace_id = new_trace_id()
+    _score(daemon, trace_id, [0.0, 0.25])
+    tripped = eventually(lambda: _condition(daemon, "scores", "tripped"), timeout=20)
+    assert (tripped["last"]["value"], tripped["last"]["samples"]) == (0.125, 2)
+
+    # Scored again under the same ids: each still counts once, at its new value.
+    _score(daemon, trace_id, [1.0, 0.75])
+    cleared = eventually(lambda: _condition(daemon, "scores", "nominal"), timeout=20)
+    assert (cleared["last"]["value"], cleared["last"]["samples"]) == (0.875, 2)
 
 
 def test_a_silent_window_trips_a_trace_count_monitor(daemon: DaemonProcess) -> None:

@@ -210,6 +210,20 @@ class CostPoint:
 
 
 @dataclass(frozen=True)
+class ScoreStats:
+    """The scores of one scorer whose `timestamp` is in a window: how many, and the sum of
+    their values (`mean` is the one over the other)."""
+
+    count: int = 0
+    value_sum: float = 0.0
+
+    @property
+    def mean(self) -> float | None:
+        """The mean value; None when the window holds no score."""
+        return self.value_sum / self.count if self.count else None
+
+
+@dataclass(frozen=True)
 class DeltaPosition:
     """Where a delta poll resumes: the arrival sequence, then the row's identity within it.
 

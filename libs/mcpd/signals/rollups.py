@@ -18,6 +18,13 @@ A window is answered from whole buckets inside it (days, then hours at either si
 and the ragged edges, under an hour on each side, from the raw rows (`plan`). A window with no
 whole hour inside is answered from the raw rows alone, exactly as before rollups.
 
+**Score rollups** are a sibling table (`score_rollups`) kept by the same `Delta`: per project,
+`scorer_id` and bucket of `LEVELS` of the score's `timestamp`, how many scores and the sum of
+their values (`ScoreSums`), which is what a `score_mean` monitor asks (`ScoreStats`). A score
+row is upserted by its id, so a write subtracts the stored row it replaces (whatever scorer and
+time that row had) and adds the new one; a delete subtracts what it deletes. The count is
+exact, the sum exact up to the rounding of adding floats in another order.
+
 **The sketch and its error bound.** A duration `x` (ns) falls in bin `ceil(log_gamma(x))` with
 `gamma = (1 + a) / (1 - a)` and `a = RELATIVE_ACCURACY` (1 %): the bin's values lie in
 `(gamma**(i-1), gamma**i]`, and its representative `2 gamma**i / (gamma + 1)` is within `a` of
@@ -90,6 +97,11 @@ SPAN_COLUMNS: tuple[str, ...] = (
 
 RollupKey = tuple[str, str, int, int, str]
 """(project, dimension, level, bucket_start, key): one rollup row."""
+
+SCORE_COLUMNS: tuple[str, ...] = ("score_id", "scorer_id", "timestamp", "value")
+"""The columns of a score row a score rollup reads (with its project)."""
+ScoreRollupKey = tuple[str, str, int, int]
+"""(project, scorer_id, level, bucket_start): one score rollup row."""
 
 
 def sketch_bin(value: int) -> int:
@@ -229,6 +241,18 @@ class Figures:
         )
 
 
+@dataclass(slots=True)
+class ScoreSums:
+    """The summable parts of a scorer's scores in one bucket (a score rollup row, or a sum)."""
+
+    count: int = 0
+    value_sum: float = 0.0
+
+    def is_empty(self) -> bool:
+        """Whether both parts are zero (contributions that cancelled out)."""
+        return not self.count and not self.value_sum
+
+
 def merge_bins(into: dict[int, int], bins: Iterable[tuple[Any, int]]) -> None:
     """Add bins (keys as int or as the JSON object's strings) into `into`."""
     for index, count in bins:
@@ -241,6 +265,7 @@ class Delta:
 
     def __init__(self) -> None:
         self.rows: dict[RollupKey, Figures] = {}
+        self.scores: dict[ScoreRollupKey, ScoreSums] = {}
 
     def _figures(self, key: RollupKey) -> Figures:
         found = self.rows.get(key)
@@ -285,6 +310,29 @@ class Delta:
             figures = self.rows[key]
             if not figures.is_empty():
                 yield key, figures
+
+    def add_score(self, row: Mapping[str, Any], sign: int = 1) -> None:
+        """A score row's contribution (SCORE_COLUMNS and its project), added or subtracted."""
+        project, scorer_id, at = row["project"], _text(row["scorer_id"]), int(row["timestamp"])
+        value = sign * float(row["value"])
+        for level in LEVELS:
+            key = (project, scorer_id, level, at - at % level)
+            found = self.scores.get(key)
+            if found is None:
+                found = self.scores[key] = ScoreSums()
+            found.count += sign
+            found.value_sum += value
+
+    def add_scores(self, rows: Iterable[Mapping[str, Any]], sign: int = 1) -> None:
+        for row in rows:
+            self.add_score(row, sign)
+
+    def score_changes(self) -> Iterator[tuple[ScoreRollupKey, ScoreSums]]:
+        """The score rollup rows that change, in key order, as `changes`."""
+        for key in sorted(self.scores):
+            sums = self.scores[key]
+            if not sums.is_empty():
+                yield key, sums
 
 
 def _text(value: str) -> str:

@@ -32,6 +32,7 @@ from mcpd.signals.queries import (
     LogQuery,
     Page,
     ScoreQuery,
+    ScoreStats,
     SpanQuery,
     TraceQuery,
     Window,
@@ -225,7 +226,7 @@ class SignalLists(Protocol):
 
 @runtime_checkable
 class SignalAnalytics(Protocol):
-    """Figures and spend over a window (the query service's analytics)."""
+    """Figures, spend and score statistics over a window (the query service's analytics)."""
 
     def group_figures(
         self, project: str, window: Window, group_by: str | None
@@ -240,6 +241,12 @@ class SignalAnalytics(Protocol):
     ) -> list[CostPoint]:
         """Spend per `bucket_ns`-wide bucket and group key over `window`, ordered by bucket
         start then key; buckets without rows are left out."""
+        ...
+
+    def score_stats(self, project: str, scorer_id: str, window: Window) -> ScoreStats:
+        """How many scores of `scorer_id` have a `timestamp` in `window`, and their values'
+        sum (a score sent again under its id counts once, as it is stored). Whole hours and
+        days come from rollups kept at ingest, so a month costs about as much as an hour."""
         ...
 
 

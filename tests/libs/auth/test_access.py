@@ -91,9 +91,10 @@ def test_the_service_credential_reaches_what_services_call_and_nothing_else() ->
         "/mcpd.query.v1.QueryService/ListTraces",
         "/mcpd.query.v1.QueryService/GetTrace",
         "/mcpd.query.v1.QueryService/GetTraceJson",
-        # Monitors' and objectives' windows.
+        # Monitors' and objectives' windows (a score_mean monitor's scores: GetScoreStats,
+        # figures only; ListScores, which returns the scores themselves, is not reached).
         "/mcpd.query.v1.QueryService/GetAnalyticsSummary",
-        "/mcpd.query.v1.QueryService/ListScores",
+        "/mcpd.query.v1.QueryService/GetScoreStats",
     }
     internal = [path for path, rule in access_rules().items() if rule.internal]
     assert internal == [

@@ -266,6 +266,7 @@ def test_a_call_inserts_each_table_once_and_the_keys_last(ch: Store) -> None:
         "scores",
         "traces",
         "rollups",
+        "score_rollups",
         "facet_values",
         "ingest_keys",
     ]

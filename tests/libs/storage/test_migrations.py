@@ -61,7 +61,7 @@ SQL_TRACE_TABLES = (
     | SESSION_TABLES
     | SQL_SIGNAL_TABLES
     | EVALUATION_TABLES
-    | {"arrival_clock", "rollups"}
+    | {"arrival_clock", "rollups", "score_rollups"}
 )
 # SQLite's FTS5 search tables and their shadow tables: created by the migration, not declared in
 # the MetaData (which the comparison below therefore leaves out).
@@ -99,6 +99,7 @@ CLICKHOUSE_REVISIONS = [
     "0005_trace_turns",
     "0006_datasets",
     "0007_rollups",
+    "0008_score_rollups",
 ]
 EXPECTED_TABLES = {"trace": SQL_TRACE_TABLES, "run": RUN_TABLES, "control": CONTROL_TABLES}
 # Every store's revisions, oldest first: what a fresh database has applied after `migrate`.
@@ -112,6 +113,7 @@ REVISIONS = {
         "0006_trace_sessions",
         "0007_datasets",
         "0008_rollups",
+        "0009_score_rollups",
     ],
     "run": [
         "0001_initial",
@@ -136,7 +138,7 @@ def test_trace_store_migrate_creates_every_table(trace_store: OpenedStore) -> No
         | CLICKHOUSE_SESSION_TABLES
         | SQL_SIGNAL_TABLES
         | EVALUATION_TABLES
-        | {"rollups"}
+        | {"rollups", "score_rollups"}
         if clickhouse
         else SQL_TRACE_TABLES
     )

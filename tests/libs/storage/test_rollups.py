@@ -1,38 +1,52 @@
 """Rollups answer as the raw rows do, on every backend: a seeded random property test.
 
 Random traces (spans arriving over several writes, re-sent spans, roots that arrive after their
-children and move the trace's start) are written, then deleted in part (`delete_trace`,
-`erase_subject`, `apply_retention`); after each phase, every question is asked twice: as the
-store answers it (whole buckets from rollups, edges from rows) and with rollups turned off (the
-backend's own raw statements). Counts, errors, spans and tokens must be equal, cost and mean
-equal to floating-point rounding, quantiles and max within the sketch's RELATIVE_ACCURACY.
+children and move the trace's start) and their scores (re-sent with another value, time or
+scorer) are written, then deleted in part (`delete_trace`, `erase_subject`, `apply_retention`);
+after each phase, every question is asked twice: as the store answers it (whole buckets from
+rollups, edges from rows) and with rollups turned off (the backend's own raw statements).
+Counts, errors, spans and tokens must be equal, cost and mean equal to floating-point rounding,
+quantiles and max within the sketch's RELATIVE_ACCURACY. Score statistics are also checked
+against the scores the store lists, each score id counted once.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mcpd.signals import rollups
 from mcpd.signals.batch import SignalBatch
-from mcpd.signals.queries import CostPoint, ErasureSubject, GroupFigures, Window
+from mcpd.signals.queries import (
+    CostPoint,
+    ErasureSubject,
+    GroupFigures,
+    ScoreQuery,
+    ScoreStats,
+    Window,
+)
 from mcpd.signals.rollups import DAY_NS, HOUR_NS, RELATIVE_ACCURACY, Plan
 from mcpd.signals.stats import quantile
 from mcpd.storage.clickhouse.migrate import load_migrations
 from mcpd.storage.clickhouse.signals import rollups as clickhouse_rollups
+from mcpd.storage.clickhouse.signals import score_rollups as clickhouse_score_rollups
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.signals import rollups as sql_rollups
-from tests.libs.signals.samples import MS, T0, span
-from tests.libs.storage.helpers import OpenedStore
+from mcpd.storage.sql.signals import score_rollups as sql_score_rollups
+from tests.libs.signals.samples import MS, T0, score, span
+from tests.libs.storage.helpers import Migrated, OpenedStore, open_store
 
 SECOND = 1_000 * MS
 BASE = T0 - T0 % DAY_NS - DAY_NS  # a day boundary, a day before T0
 SPREAD = 3 * DAY_NS
 MODELS = ("gpt-4o", "claude-haiku", None)
 GROUPS = (None, "model", "provider", "environment", "status", "name", "service_name")
+SCORERS = ("relevance", "toxicity", "unused")
 
 
 def _all_raw(window: Window, *_: Any) -> Plan:
@@ -45,6 +59,8 @@ def raw_answers(store: Any, monkeypatch: pytest.MonkeyPatch, ask: Any) -> Any:
         for module in (sql_rollups, clickhouse_rollups):
             patch.setattr(module, "plan", _all_raw)
             patch.setattr(module, "series_plan", _all_raw)
+        for module in (sql_score_rollups, clickhouse_score_rollups):
+            patch.setattr(module, "plan", _all_raw)
         return ask()
 
 
@@ -88,9 +104,48 @@ def traces(rng: random.Random, count: int) -> Iterator[tuple[str, list[Any]]]:
         yield trace_id, rows
 
 
-def batch(rows: list[Any], received_at: int) -> SignalBatch:
+def batch(rows: list[Any], received_at: int, scores: list[Any] | None = None) -> SignalBatch:
     spans: list[Any] = [{**row, "received_at": received_at} for row in rows]
-    return SignalBatch(key_project="p", ingest_key=None, received_at=received_at, spans=spans)
+    scored: list[Any] = [{**row, "received_at": received_at} for row in scores or ()]
+    return SignalBatch(
+        key_project="p", ingest_key=None, received_at=received_at, spans=spans, scores=scored
+    )
+
+
+def scores_of(rng: random.Random, generated: list[tuple[str, list[Any]]]) -> list[Any]:
+    """1-3 scores per trace, with the trace's correlation, at random times and values."""
+    found = []
+    for trace_id, rows in generated:
+        correlation = {name: rows[0][name] for name in ("user_id", "environment", "service_name")}
+        for number in range(rng.randint(1, 3)):
+            value = rng.choice((0.0, 1.0, rng.random(), rng.uniform(-50, 50)))
+            found.append(
+                score(
+                    f"{trace_id}-{number}",
+                    trace_id=trace_id,
+                    scorer_id=rng.choice(SCORERS[:2]),
+                    value=value,
+                    timestamp=BASE + rng.randrange(SPREAD),
+                    **correlation,
+                )
+            )
+    return found
+
+
+def resent_scores(rng: random.Random, scores: list[Any]) -> list[Any]:
+    """Some scores again under their ids: another value, some at another time (hours away,
+    so another bucket), some under the other scorer."""
+    found = []
+    for row in scores[::3]:
+        again = {**row, "value": rng.uniform(0, 1)}
+        if rng.random() < 0.6:
+            again["timestamp"] = row["timestamp"] + rng.choice((-1, 1)) * rng.randrange(
+                HOUR_NS, DAY_NS
+            )
+        if rng.random() < 0.3:
+            again["scorer_id"] = "toxicity" if row["scorer_id"] == "relevance" else "relevance"
+        found.append(again)
+    return found
 
 
 def windows(rng: random.Random) -> list[Window]:
@@ -158,24 +213,84 @@ def check(store: Any, monkeypatch: pytest.MonkeyPatch, rng: random.Random, phase
             assert_same_points(points(), raw_answers(store, monkeypatch, points), where)
 
 
+def listed_stats(store: Any, scorer_id: str, window: Window) -> tuple[int, float]:
+    """The count and sum of the scorer's scores in the window, from every score the store
+    lists, each id once: its newest arrival (then the later time, then the greater scorer),
+    which is also the one row SQL keeps."""
+    live: dict[str, Any] = {}
+    after = None
+    while True:
+        page = store.list_scores("p", ScoreQuery(after=after, limit=500))
+        for row in page.rows:
+            rank = (row["received_at"], row["timestamp"], row["scorer_id"])
+            kept = live.get(row["score_id"])
+            if kept is None or rank > (kept["received_at"], kept["timestamp"], kept["scorer_id"]):
+                live[row["score_id"]] = row
+        if not page.has_more:
+            break
+        after = (page.rows[-1]["timestamp"], page.rows[-1]["score_id"])
+    values = [
+        row["value"]
+        for row in live.values()
+        if row["scorer_id"] == scorer_id
+        and (window.start is None or row["timestamp"] >= window.start)
+        and (window.end is None or row["timestamp"] < window.end)
+    ]
+    return len(values), sum(values)
+
+
+def assert_same_stats(
+    found: ScoreStats, raw: ScoreStats, listed: tuple[int, float], where: str
+) -> None:
+    assert found.count == raw.count == listed[0], where
+    assert found.value_sum == pytest.approx(raw.value_sum, rel=1e-9, abs=1e-9), where
+    assert found.value_sum == pytest.approx(listed[1], rel=1e-9, abs=1e-9), where
+    if raw.mean is None:
+        assert found.mean is None, where
+    else:
+        assert found.mean == pytest.approx(raw.mean, rel=1e-9, abs=1e-9), where
+
+
+def check_scores(store: Any, monkeypatch: pytest.MonkeyPatch, phase: str) -> int:
+    """Every score question of the phase, answered alike; how many scores are stored."""
+    rng = random.Random(phase)
+    found_any = False
+    for window in windows(rng):
+        for scorer_id in SCORERS:
+
+            def stats(window: Window = window, scorer_id: str = scorer_id) -> Any:
+                return store.score_stats("p", scorer_id, window)
+
+            found = stats()
+            found_any = found_any or found.count > 0
+            where = f"{phase} {window} {scorer_id}"
+            raw = raw_answers(store, monkeypatch, stats)
+            assert_same_stats(found, raw, listed_stats(store, scorer_id, window), where)
+    assert found_any, phase
+    return sum(listed_stats(store, scorer_id, Window())[0] for scorer_id in SCORERS)
+
+
 def test_rollups_answer_as_the_raw_rows(
     migrated_trace_store: OpenedStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = migrated_trace_store.store
     rng = random.Random(18)
     generated = list(traces(rng, 36))
+    scored = scores_of(random.Random(81), generated)
     received = T0
-    # First write: each trace without its root and last span, in three batches.
+    # First write: each trace without its root and last span, in three batches, with the
+    # scores.
     pending = [
         (trace_id, rows[1:-1] if len(rows) > 2 else rows[1:]) for trace_id, rows in generated
     ]
     for part in range(3):
         rows = [row for _, spans in pending[part::3] for row in spans]
         received += SECOND
-        store.write_batches([batch(rows, received)])
+        store.write_batches([batch(rows, received, scored[part::3])])
     check(store, monkeypatch, rng, "partial")
+    assert check_scores(store, monkeypatch, "partial") == len(scored)
     # Then the rest of every trace (roots move starts earlier), and re-sent spans that change
-    # their model, status and end.
+    # their model, status and end, and re-sent scores.
     rest = [row for _, rows in generated for row in (rows[:1] + rows[-1:])]
     resent = [
         {**row, "model": "gpt-4o", "provider": "openai", "status": "error"}
@@ -185,14 +300,18 @@ def test_rollups_answer_as_the_raw_rows(
     received += SECOND
     store.write_batches([batch(rest, received)])
     received += SECOND
-    store.write_batches([batch(resent, received)])
+    store.write_batches([batch(resent, received, resent_scores(random.Random(82), scored))])
     check(store, monkeypatch, rng, "whole")
+    stored = check_scores(store, monkeypatch, "whole")
     # Deletes: one trace, one subject, and what arrived in the first write.
     store.delete_trace("p", generated[5][0])
     store.erase_subject("p", ErasureSubject(user_ids=("alice",)))
     check(store, monkeypatch, rng, "erased")
-    store.apply_retention("p", {"spans": T0 + 2 * SECOND + 1})
+    erased = check_scores(store, monkeypatch, "erased")
+    assert erased < stored
+    store.apply_retention("p", {"spans": T0 + 2 * SECOND + 1, "scores": T0 + 2 * SECOND + 1})
     check(store, monkeypatch, rng, "retained")
+    assert 0 < check_scores(store, monkeypatch, "retained") < erased
     assert store.group_figures("p", Window(), None)[0].count > 0
 
 
@@ -251,3 +370,79 @@ def test_the_backfill_rebuilds_what_the_writes_kept(migrated_trace_store: Opened
     rebuilt = [store.group_figures("p", window, group_by) for window, group_by in asked]
     for (window, group_by), found, wanted in zip(asked, rebuilt, kept, strict=True):
         assert_same(found, wanted, f"rebuilt {window} {group_by}")
+
+
+def test_the_score_backfill_rebuilds_what_the_writes_kept(
+    migrated_trace_store: OpenedStore,
+) -> None:
+    """What migration 0009 (SQL) or 0008 (ClickHouse) computes from the stored scores is what
+    the writes kept, re-sent scores counted once."""
+    store = migrated_trace_store.store
+    rng = random.Random(6)
+    generated = list(traces(rng, 12))
+    scored = scores_of(rng, generated)
+    store.write_batches([batch([], T0, scored), batch([], T0 + SECOND, resent_scores(rng, scored))])
+    asked = [(window, scorer_id) for window in windows(rng) for scorer_id in SCORERS]
+    kept = [store.score_stats("p", scorer_id, window) for window, scorer_id in asked]
+    assert sum(stats.count for stats in kept[: len(SCORERS)]) == len(scored)
+
+    if migrated_trace_store.backend == "clickhouse":
+        executor = store.executor
+        executor.command("TRUNCATE TABLE score_rollups")
+        (migration,) = [m for m in load_migrations() if m.version == "0008_score_rollups"]
+        for statement in migration.statements[1:]:
+            executor.command(statement)
+    else:
+        with store.engine.begin() as conn:
+            sql_score_rollups.rebuild(conn, SqlDialect.of(store.engine))
+
+    rebuilt = [store.score_stats("p", scorer_id, window) for window, scorer_id in asked]
+    for (window, scorer_id), found, wanted in zip(asked, rebuilt, kept, strict=True):
+        assert found.count == wanted.count, (window, scorer_id)
+        assert found.value_sum == pytest.approx(wanted.value_sum, rel=1e-9, abs=1e-9)
+
+
+def test_concurrent_writers_of_one_score_count_it_once(
+    backend: str, migrated: Migrated, tmp_path: Path
+) -> None:
+    """Two stores send each new score at once, under different traces (so no trace lock
+    serialises them) and in different buckets: the score is stored once, and counted once, at
+    the value and time of the copy that was stored last (on PostgreSQL the score's advisory
+    lock makes the second writer subtract what the first stored)."""
+    url = migrated.prepare("trace", backend)
+    stores = [open_store("trace", backend, tmp_path, url).store for _ in range(2)]
+    barrier = threading.Barrier(2)
+    errors: list[Exception] = []
+
+    def write(index: int) -> None:
+        try:
+            for round_ in range(20):
+                row = score(
+                    f"s{round_:02d}",
+                    trace_id=f"t{index}-{round_:02d}",
+                    value=float(index + 1),
+                    timestamp=BASE + index * DAY_NS + round_ * HOUR_NS,
+                )
+                barrier.wait(timeout=30)
+                stores[index].write_batches([batch([], T0 + round_ * SECOND, [row])])
+        except Exception as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(index,)) for index in (0, 1)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert errors == []
+        listed = listed_stats(stores[0], "relevance", Window())
+        found = stores[0].score_stats("p", "relevance", Window())
+        assert found.count == listed[0] == 20
+        assert found.value_sum == pytest.approx(listed[1])
+        assert (
+            stores[0].score_stats("p", "relevance", Window(BASE, BASE + DAY_NS)).count
+            == (listed_stats(stores[0], "relevance", Window(BASE, BASE + DAY_NS))[0])
+        )
+    finally:
+        for store in stores:
+            store.close()

@@ -223,6 +223,7 @@ def test_rows_stored_before_the_index_are_indexed_by_the_migration(
             "0006_trace_sessions",
             "0007_datasets",
             "0008_rollups",
+            "0009_score_rollups",
         ]
 
         assert span_ids(opened, "archived words") == ["s1"]

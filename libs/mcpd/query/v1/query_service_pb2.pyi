@@ -694,6 +694,80 @@ class GetAnalyticsSummaryRequest(_message.Message):
 Global___GetAnalyticsSummaryRequest: _TypeAlias = GetAnalyticsSummaryRequest  # noqa: Y015
 
 @_typing.final
+class GetScoreStatsRequest(_message.Message):
+    """The scorer and window of score statistics."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PROJECT_FIELD_NUMBER: _builtins.int
+    SCORER_ID_FIELD_NUMBER: _builtins.int
+    FROM_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    project: _builtins.str
+    """Project selector."""
+    scorer_id: _builtins.str
+    """The scorer whose scores are counted (required)."""
+    @_builtins.property
+    def to(self) -> _timestamp_pb2.Timestamp:
+        """Window end, exclusive; now when absent."""
+
+    def __init__(
+        self,
+        *,
+        project: _builtins.str = ...,
+        scorer_id: _builtins.str = ...,
+        to: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["from", b"from", "to", b"to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["from", b"from", "project", b"project", "scorer_id", b"scorer_id", "to", b"to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetScoreStatsRequest: _TypeAlias = GetScoreStatsRequest  # noqa: Y015
+
+@_typing.final
+class GetScoreStatsResponse(_message.Message):
+    """One scorer's scores in a window."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SCORER_ID_FIELD_NUMBER: _builtins.int
+    FROM_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    MEAN_FIELD_NUMBER: _builtins.int
+    scorer_id: _builtins.str
+    """The scorer."""
+    count: _builtins.int
+    """How many scores have their timestamp in the window (a score sent again under its id
+    counts once).
+    """
+    mean: _builtins.float
+    """Their mean value; absent when the window holds none."""
+    @_builtins.property
+    def to(self) -> _timestamp_pb2.Timestamp:
+        """End of the window."""
+
+    def __init__(
+        self,
+        *,
+        scorer_id: _builtins.str = ...,
+        to: _timestamp_pb2.Timestamp | None = ...,
+        count: _builtins.int = ...,
+        mean: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_mean", b"_mean", "from", b"from", "mean", b"mean", "to", b"to"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_mean", b"_mean", "count", b"count", "from", b"from", "mean", b"mean", "scorer_id", b"scorer_id", "to", b"to"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__mean: _TypeAlias = _typing.Literal["mean"]  # noqa: Y015
+    _WhichOneofArgType__mean: _TypeAlias = _typing.Literal["_mean", b"_mean"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__mean) -> _WhichOneofReturnType__mean | None: ...
+
+Global___GetScoreStatsResponse: _TypeAlias = GetScoreStatsResponse  # noqa: Y015
+
+@_typing.final
 class GetCostBreakdownRequest(_message.Message):
     """The window, grouping and bucket of a cost breakdown."""
 

@@ -97,6 +97,11 @@ class QueryServiceStub:
                 request_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.GetAnalyticsSummaryRequest.SerializeToString,
                 response_deserializer=mcpd_dot_model_dot_v1_dot_query__pb2.AnalyticsSummary.FromString,
                 _registered_method=True)
+        self.GetScoreStats = channel.unary_unary(
+                '/mcpd.query.v1.QueryService/GetScoreStats',
+                request_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.GetScoreStatsRequest.SerializeToString,
+                response_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.GetScoreStatsResponse.FromString,
+                _registered_method=True)
         self.GetCostBreakdown = channel.unary_unary(
                 '/mcpd.query.v1.QueryService/GetCostBreakdown',
                 request_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.GetCostBreakdownRequest.SerializeToString,
@@ -235,6 +240,14 @@ class QueryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetScoreStats(self, request, context):
+        """How many scores one scorer produced in a window, and their mean: from rollups kept at
+        ingest, so a month costs about what an hour does. Figures only, no payload: not audited.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetCostBreakdown(self, request, context):
         """Cost by group and time bucket.
         """
@@ -360,6 +373,11 @@ def add_QueryServiceServicer_to_server(servicer, server):
                     servicer.GetAnalyticsSummary,
                     request_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.GetAnalyticsSummaryRequest.FromString,
                     response_serializer=mcpd_dot_model_dot_v1_dot_query__pb2.AnalyticsSummary.SerializeToString,
+            ),
+            'GetScoreStats': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetScoreStats,
+                    request_deserializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.GetScoreStatsRequest.FromString,
+                    response_serializer=mcpd_dot_query_dot_v1_dot_query__service__pb2.GetScoreStatsResponse.SerializeToString,
             ),
             'GetCostBreakdown': grpc.unary_unary_rpc_method_handler(
                     servicer.GetCostBreakdown,
@@ -732,6 +750,33 @@ class QueryService:
             '/mcpd.query.v1.QueryService/GetAnalyticsSummary',
             mcpd_dot_query_dot_v1_dot_query__service__pb2.GetAnalyticsSummaryRequest.SerializeToString,
             mcpd_dot_model_dot_v1_dot_query__pb2.AnalyticsSummary.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetScoreStats(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcpd.query.v1.QueryService/GetScoreStats',
+            mcpd_dot_query_dot_v1_dot_query__service__pb2.GetScoreStatsRequest.SerializeToString,
+            mcpd_dot_query_dot_v1_dot_query__service__pb2.GetScoreStatsResponse.FromString,
             options,
             channel_credentials,
             insecure,

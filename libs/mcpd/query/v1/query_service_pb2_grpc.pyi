@@ -63,6 +63,10 @@ class QueryServiceStub:
     """A page of feedback."""
     GetAnalyticsSummary: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.GetAnalyticsSummaryRequest, _query_pb2.AnalyticsSummary]
     """Latency, errors, tokens and cost over a window, optionally grouped."""
+    GetScoreStats: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.GetScoreStatsRequest, _query_service_pb2.GetScoreStatsResponse]
+    """How many scores one scorer produced in a window, and their mean: from rollups kept at
+    ingest, so a month costs about what an hour does. Figures only, no payload: not audited.
+    """
     GetCostBreakdown: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.GetCostBreakdownRequest, _query_pb2.CostBreakdown]
     """Cost by group and time bucket."""
     Discover: _grpc.UnaryUnaryMultiCallable[_query_service_pb2.DiscoverRequest, _query_pb2.DiscoveryResponse]
@@ -115,6 +119,10 @@ class QueryServiceAsyncStub(QueryServiceStub):
     """A page of feedback."""
     GetAnalyticsSummary: _aio.UnaryUnaryMultiCallable[_query_service_pb2.GetAnalyticsSummaryRequest, _query_pb2.AnalyticsSummary]  # type: ignore[assignment]
     """Latency, errors, tokens and cost over a window, optionally grouped."""
+    GetScoreStats: _aio.UnaryUnaryMultiCallable[_query_service_pb2.GetScoreStatsRequest, _query_service_pb2.GetScoreStatsResponse]  # type: ignore[assignment]
+    """How many scores one scorer produced in a window, and their mean: from rollups kept at
+    ingest, so a month costs about what an hour does. Figures only, no payload: not audited.
+    """
     GetCostBreakdown: _aio.UnaryUnaryMultiCallable[_query_service_pb2.GetCostBreakdownRequest, _query_pb2.CostBreakdown]  # type: ignore[assignment]
     """Cost by group and time bucket."""
     Discover: _aio.UnaryUnaryMultiCallable[_query_service_pb2.DiscoverRequest, _query_pb2.DiscoveryResponse]  # type: ignore[assignment]
@@ -224,6 +232,15 @@ class QueryServiceServicer:
         context: _ServicerContext,
     ) -> _typing.Union[_query_pb2.AnalyticsSummary, _abc.Awaitable[_query_pb2.AnalyticsSummary]]:
         """Latency, errors, tokens and cost over a window, optionally grouped."""
+
+    def GetScoreStats(
+        self,
+        request: _query_service_pb2.GetScoreStatsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_query_service_pb2.GetScoreStatsResponse, _abc.Awaitable[_query_service_pb2.GetScoreStatsResponse]]:
+        """How many scores one scorer produced in a window, and their mean: from rollups kept at
+        ingest, so a month costs about what an hour does. Figures only, no payload: not audited.
+        """
 
     def GetCostBreakdown(
         self,

@@ -21,6 +21,7 @@ from mcpd.signals.queries import (
     LogQuery,
     Page,
     ScoreQuery,
+    ScoreStats,
     SpanQuery,
     TraceQuery,
     Window,
@@ -30,7 +31,7 @@ from mcpd.storage import capabilities
 from mcpd.storage.clickhouse import evaluation
 from mcpd.storage.clickhouse import migrate as clickhouse_migrate
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
-from mcpd.storage.clickhouse.signals import ClickHouseSignals, erasure, lists
+from mcpd.storage.clickhouse.signals import ClickHouseSignals, erasure, lists, score_rollups
 from mcpd.storage.evaluation_records import (
     DatasetItemRow,
     DatasetRow,
@@ -156,6 +157,10 @@ class ClickHouseTraceStore:
     ) -> list[CostPoint]:
         """Spend per bucket and group."""
         return lists.cost_points(self._executor, project, window, group_by, bucket_ns)
+
+    def score_stats(self, project: str, scorer_id: str, window: Window) -> ScoreStats:
+        """The count and sum of one scorer's scores in a window (each score id once)."""
+        return score_rollups.score_stats(self._executor, project, scorer_id, window)
 
     def deltas(
         self, project: str, signal: str, after: DeltaPosition | None, *, limit: int

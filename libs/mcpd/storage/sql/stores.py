@@ -23,6 +23,7 @@ from mcpd.signals.queries import (
     LogQuery,
     Page,
     ScoreQuery,
+    ScoreStats,
     SpanQuery,
     TraceQuery,
     Window,
@@ -65,7 +66,7 @@ from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.engine import read_connection
 from mcpd.storage.sql.group_commit import GroupCommit
 from mcpd.storage.sql.schema import StoreName
-from mcpd.storage.sql.signals import analytics, deltas, erasure, lists
+from mcpd.storage.sql.signals import analytics, deltas, erasure, lists, score_rollups
 from mcpd.storage.sql.statistics import PlannerStatistics
 
 T = TypeVar("T")
@@ -228,6 +229,11 @@ class SqlTraceStore(SqlStore):
         """Spend per bucket and group."""
         with read_connection(self._engine) as conn:
             return analytics.cost_points(conn, self._dialect, project, window, group_by, bucket_ns)
+
+    def score_stats(self, project: str, scorer_id: str, window: Window) -> ScoreStats:
+        """The count and sum of one scorer's scores in a window."""
+        with read_connection(self._engine) as conn:
+            return score_rollups.score_stats(conn, project, scorer_id, window)
 
     def deltas(
         self, project: str, signal: str, after: DeltaPosition | None, *, limit: int

@@ -21,7 +21,8 @@ as query parameters, in chunks that keep each statement's URL far below a server
 
 **Rollups.** The hours of the spans and trace rows a delete is about to remove are noted
 (`rollups.Rebuild`), and once they are gone those hours' rollup rows, and their days', are
-computed again from what is stored, under the same hold of the write lock.
+computed again from what is stored, under the same hold of the write lock. So are the hours of
+every copy of the scores a delete touches, for the score rollups (`score_rollups`).
 
 **Concurrency.** Deletes take the process-wide write lock of `mcpd.storage.clickhouse.signals`,
 so no write of this process re-projects a trace between the match and the delete. A retention
@@ -404,6 +405,9 @@ class _Eraser:
                 select + match.where(), {"project": self.project, **match.params}
             )
             ids.update(str(row_id) for (row_id,) in found)
+        if table == "scores":
+            for chunk in chunks(sorted(ids)):
+                self.rollups.note(table, "score_id IN {ids:Array(String)}", {"ids": chunk})
         self._delete_ids(table, id_column, sorted(ids))
         return len(ids)
 

@@ -18,6 +18,9 @@ one key together and every read sums with `sum` and `sumMap`.
 No transactions: a call that fails between its trace rows and its rollup rows leaves the rollups
 without its change (its retry finds the rows stored and changes nothing); a rebuild of the
 hours (`Rebuild.hours` then `run`) repairs them.
+
+Score rollups (`score_rollups`) ride along: `insert` inserts the delta's score rows after its
+rollup rows, and `Rebuild` notes and rebuilds the hours of the scores a delete touches.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ from mcpd.signals.rollups import (
 )
 from mcpd.signals.rows import SpanRow
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
+from mcpd.storage.clickhouse.signals.score_rollups import ScoreRebuild
+from mcpd.storage.clickhouse.signals.score_rollups import insert as insert_scores
 
 _PARTS = (
     "count",
@@ -102,7 +107,8 @@ def stored_delta(span_groups: Groups_, spans: Sequence[Mapping[str, Any]]) -> De
 
 
 def insert(executor: ClickHouseExecutor, delta: Delta) -> None:
-    """ONE INSERT of the delta's rows (JSONEachRow; the sketch a JSON object)."""
+    """ONE INSERT of the delta's rows (JSONEachRow; the sketch a JSON object), then one of its
+    score rollup rows (`score_rollups.insert`)."""
     lines = []
     for key, figures in delta.changes():
         row = dict(zip(_KEY, key, strict=True))
@@ -111,6 +117,7 @@ def insert(executor: ClickHouseExecutor, delta: Delta) -> None:
         lines.append(orjson.dumps(row))
     if lines:
         executor.insert("rollups", _COLUMNS, b"\n".join(lines), "JSONEachRow")
+    insert_scores(executor, delta)
 
 
 def _bin(value: str) -> str:
@@ -161,15 +168,21 @@ def day_rows_sql(condition: str) -> str:
 
 
 class Rebuild:
-    """The hours a delete touches, rebuilt once its rows are gone (under the write lock)."""
+    """The hours a delete touches, rebuilt once its rows are gone (under the write lock); those
+    of scores by `scores` (`score_rollups.ScoreRebuild`)."""
 
     def __init__(self, executor: ClickHouseExecutor, project: str) -> None:
         self.executor = executor
         self.project = project
         self.pending: set[int] = set()
+        self.scores = ScoreRebuild(executor, project)
 
     def note(self, table: str, condition: str, params: Mapping[str, object]) -> None:
-        """Remember the hours of the rows of `table` (spans or traces) matching `condition`."""
+        """Remember the hours of the rows of `table` (spans, traces or scores) matching
+        `condition`."""
+        if table == "scores":
+            self.scores.note(condition, params)
+            return
         if table not in ("spans", "traces"):
             return
         found = self.executor.query(
@@ -181,6 +194,7 @@ class Rebuild:
 
     def run(self) -> None:
         """Compute the pending hours (and their days) again from what is stored."""
+        self.scores.run()
         if not self.pending:
             return
         hours = sorted(self.pending)

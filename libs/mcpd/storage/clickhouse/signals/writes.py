@@ -16,7 +16,8 @@ this order guarantees):
    nothing back. A trace row also carries the models and providers of its spans, and when the
    trace's start_time moved, a tombstone for each stored row at its old sort key (`reproject`).
    The rollups' change is worked out alongside: the stored projections and the spans replaced,
-   subtracted, the new ones added (`rollups.stored_delta`), inserted right after the trace rows.
+   subtracted, the new ones added (`rollups.stored_delta`), and the change of each written
+   score id's live copy (`score_rollups.replace_scores`), inserted right after the trace rows.
 4. **Writes**, ONE INSERT per table: spans, held spans, logs, metrics, scores, feedback, aspect
    notes, the trace rows, the facet values, and LAST the ingest keys, which are the commit
    marker. One INSERT is one block, which ClickHouse commits as one part per partition (month
@@ -52,7 +53,7 @@ from mcpd.signals.projection import project_trace
 from mcpd.signals.rollups import Delta
 from mcpd.signals.rows import FeedbackRow, ScoreRow, SpanRow
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
-from mcpd.storage.clickhouse.signals import columns, rollups
+from mcpd.storage.clickhouse.signals import columns, rollups, score_rollups
 from mcpd.storage.clickhouse.signals.columns import (
     ASPECT_NOTES,
     FACET_VALUES,
@@ -186,6 +187,7 @@ def write_batches(
     latest = max(batch.received_at for batch in accepted)
     delta = Delta()
     traces = reproject(executor, state, spans, scores, feedback, latest, delta)
+    score_rollups.replace_scores(executor, scores, delta)
     for table, data in prepared:
         _insert(executor, table, data)
     if traces:

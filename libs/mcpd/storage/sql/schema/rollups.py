@@ -1,9 +1,10 @@
-"""The rollups table, in the trace store's MetaData (`mcpd.signals.rollups` says what a row
+"""The rollups tables, in the trace store's MetaData (`mcpd.signals.rollups` says what a row
 holds and how it is kept).
 
-One row per (project, dimension, level, bucket_start, key); `sketch` is the duration histogram
-as a JSON object of bin -> count (JSONB on PostgreSQL, JSON text on SQLite), merged by the
-upsert itself so concurrent writers only ever add.
+`rollups`: one row per (project, dimension, level, bucket_start, key); `sketch` is the duration
+histogram as a JSON object of bin -> count (JSONB on PostgreSQL, JSON text on SQLite), merged by
+the upsert itself so concurrent writers only ever add. `score_rollups`: one row per (project,
+scorer_id, level, bucket_start), the count and value sum of the scores of that bucket.
 """
 
 from __future__ import annotations
@@ -33,4 +34,16 @@ rollups = Table(
     Column("duration_sum", Count, nullable=False),
     Column("sketch", Text().with_variant(JSONB(), "postgresql"), nullable=False),
     PrimaryKeyConstraint("project", "dimension", "level", "bucket_start", "key"),
+)
+
+score_rollups = Table(
+    "score_rollups",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("scorer_id", Text, nullable=False),
+    Column("level", Count, nullable=False),
+    Column("bucket_start", TimestampNs, nullable=False),
+    Column("count", Count, nullable=False),
+    Column("value_sum", Double, nullable=False),
+    PrimaryKeyConstraint("project", "scorer_id", "level", "bucket_start"),
 )

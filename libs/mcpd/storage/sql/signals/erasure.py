@@ -37,7 +37,9 @@ scrub those.
 
 Rollups (`rollups`): what a delete removes, and the change of every trace it re-projects, is
 read before it is written and subtracted from the rollups at the end of the transaction, in one
-upsert in key order, as a write adds to them.
+upsert in key order, as a write adds to them. The scores a delete removes come back from the
+DELETE itself (`RETURNING`), and are subtracted from the score rollups the same way
+(`score_rollups`).
 
 Locks (PostgreSQL): writers serialise per trace with advisory locks (`statements.lock_traces`).
 A delete that removes or re-projects a trace takes them first, in key order and in one call, so
@@ -58,6 +60,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Connection,
+    Delete,
     Table,
     delete,
     or_,
@@ -93,7 +96,7 @@ from mcpd.storage.sql.schema.trace import (
     spans,
     traces,
 )
-from mcpd.storage.sql.signals import rollups
+from mcpd.storage.sql.signals import rollups, score_rollups
 from mcpd.storage.sql.signals.reproject import chunks, reproject
 from mcpd.storage.sql.signals.statements import (
     SEARCH_TEXT,
@@ -168,7 +171,7 @@ def erase_subject(
     removed = _delete_of_traces(conn, project, whole, _OF_TRACE, delta)
     touched: set[str] = set()
     for table in _OWN_ROWS:
-        count, named = _delete_matching(conn, table, project, subject)
+        count, named = _delete_matching(conn, table, project, subject, delta)
         removed[table.name] += count
         if table.name in _PROJECTED:
             touched |= named
@@ -242,15 +245,19 @@ def _annotated_traces(conn: Connection, project: str, subject: ErasureSubject) -
 
 
 def _delete_matching(
-    conn: Connection, table: Table, project: str, subject: ErasureSubject
+    conn: Connection, table: Table, project: str, subject: ErasureSubject, delta: Delta
 ) -> tuple[int, set[str]]:
-    """Delete the table's rows of the subject; how many, and the traces they named."""
+    """Delete the table's rows of the subject; how many, and the traces they named. Deleted
+    scores are subtracted into `delta`."""
+    counted = score_rollups.SCORE_RETURNING if table is scores else ()
     named = conn.execute(
         delete(table)
         .where(table.c.project == project, _matches(_columns_of(table), subject))
-        .returning(table.c.trace_id)
+        .returning(table.c.trace_id, *counted)
     ).all()
-    return len(named), {trace_id for (trace_id,) in named if trace_id is not None}
+    if counted:
+        score_rollups.subtract_deleted(delta, project, (row[1:] for row in named))
+    return len(named), {row[0] for row in named if row[0] is not None}
 
 
 def _session_keys(conn: Connection, project: str, trace_ids: Sequence[str]) -> set[str]:
@@ -440,7 +447,8 @@ def _expire_rows(
     removed = 0
     for chunk in chunks(found):
         identities = [tuple(row)[: len(keys)] for row in chunk]
-        removed += conn.execute(delete(table).where(*older, _key_in(keys, identities))).rowcount
+        statement = delete(table).where(*older, _key_in(keys, identities))
+        removed += _delete(conn, statement, table, project, delta)
     counts = _reproject(conn, dialect, project, projected, delta)
     rollups.apply(conn, dialect, delta)
     counts[table.name] += removed
@@ -466,7 +474,7 @@ def _delete_of_traces(
     delta: Delta,
 ) -> Counter[str]:
     """Delete the rows of `tables` that name one of the traces; how many, per table. What the
-    deleted trace rows and spans counted in the rollups is subtracted into `delta`."""
+    deleted trace rows, spans and scores counted in the rollups is subtracted into `delta`."""
     keys = [(project, trace_id) for trace_id in trace_ids]
     if traces in tables:
         delta.add_traces(rollups.stored_traces(conn, keys), -1)
@@ -475,11 +483,18 @@ def _delete_of_traces(
     removed: Counter[str] = Counter()
     for chunk in chunks(trace_ids):
         for table in tables:
-            result = conn.execute(
-                delete(table).where(table.c.project == project, table.c.trace_id.in_(chunk))
-            )
-            removed[table.name] += result.rowcount
+            statement = delete(table).where(table.c.project == project, table.c.trace_id.in_(chunk))
+            removed[table.name] += _delete(conn, statement, table, project, delta)
     return removed
+
+
+def _delete(conn: Connection, statement: Delete, table: Table, project: str, delta: Delta) -> int:
+    """Run one DELETE of `table`; how many rows it removed. Removed scores are returned by the
+    statement and subtracted into `delta` (exactly what went, whatever else ran meanwhile)."""
+    if table is not scores:
+        return int(conn.execute(statement).rowcount)
+    removed = conn.execute(statement.returning(*score_rollups.SCORE_RETURNING))
+    return score_rollups.subtract_deleted(delta, project, removed)
 
 
 def _reproject(

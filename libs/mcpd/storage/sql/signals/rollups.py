@@ -62,6 +62,7 @@ from mcpd.signals.rollups import (
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.schema.rollups import rollups
 from mcpd.storage.sql.schema.trace import spans, traces
+from mcpd.storage.sql.signals import score_rollups
 from mcpd.storage.sql.signals.reproject import TraceKey, chunks
 
 Row = Mapping[str, Any]
@@ -178,7 +179,8 @@ def subtract_spans(
 
 
 def apply(conn: Connection, dialect: SqlDialect, delta: Delta) -> None:
-    """Add the delta to the rollup rows, in key order; rows left counting nothing go."""
+    """Add the delta to the rollup rows, then its score parts to the score rollup rows
+    (`score_rollups.apply`), each in key order; rows left counting nothing go."""
     params: list[dict[str, Any]] = []
     emptied: list[dict[str, Any]] = []
     for key, figures in delta.changes():
@@ -192,11 +194,11 @@ def apply(conn: Connection, dialect: SqlDialect, delta: Delta) -> None:
         )
         if figures.count < 0:
             emptied.append(row)
-    if not params:
-        return
-    conn.execute(_upsert(dialect), params)
+    if params:
+        conn.execute(_upsert(dialect), params)
     if emptied:
         conn.execute(_delete_empty(), emptied)
+    score_rollups.apply(conn, dialect, delta)
 
 
 @functools.cache

@@ -17,9 +17,10 @@
    later row replaces an earlier one, across batches too) and sorted by key; a row without
    `received_at` took its batch's when it was bound (on a copy: the caller's rows are never
    changed).
-3. **Locks** (PostgreSQL): an advisory lock per touched trace, in key order
-   (`statements.lock_traces`), so concurrent writers of one trace cannot lose each other's
-   projection update.
+3. **Locks** (PostgreSQL): an advisory lock per touched trace, and per score id written
+   (`score_rollups.lock_keys`), in key order in one call (`statements.take_locks`), so
+   concurrent writers of one trace cannot lose each other's projection update, nor writers of
+   one score each other's change to the score rollups.
 4. **Projection** of every touched trace (`reproject`), read before the rows are written; a
    trace nothing is stored of takes its projection from step 0 when every batch is written
    (a replayed batch changes the rows, so then every trace is projected here).
@@ -30,8 +31,9 @@
 6. **Followers**: when spans were written, the caller's `follow` is given them and the touched
    traces' projections, still inside the transaction (the sessions of those traces,
    `mcpd.sessions.traces`). Tail sampling's release does the same with the spans it moved.
-7. **Rollups** (`rollups`): the new projections and spans less the stored rows they replace
-   (read before step 5), added to the rollup rows last of all, in key order.
+7. **Rollups** (`rollups`): the new projections, spans and scores less the stored rows they
+   replace (read before step 5; the stored scores under row locks, `score_rollups`), added to
+   the rollup rows and then the score rollup rows last of all, in key order.
 
 Every statement that takes row locks takes them in key order, and the phases run in the same
 order in every writer, so two PostgreSQL writers cannot deadlock.
@@ -62,7 +64,7 @@ from mcpd.storage.sql.schema.trace import (
     spans,
     traces,
 )
-from mcpd.storage.sql.signals import rollups
+from mcpd.storage.sql.signals import rollups, score_rollups
 from mcpd.storage.sql.signals.reproject import TraceKey, chunks, project_alone, reproject
 from mcpd.storage.sql.signals.statements import (
     Bound,
@@ -70,6 +72,8 @@ from mcpd.storage.sql.signals.statements import (
     insert_new_keys,
     lock_traces,
     next_arrival,
+    take_locks,
+    trace_lock_key,
 )
 
 Row = Mapping[str, Any]
@@ -227,16 +231,19 @@ def write_bound(
         alone = {}
     touched = gathered.touched()
     held_traces = {(key[0], key[1]) for key in gathered.tables["held_spans"]}
-    lock_traces(conn, dialect, sorted(touched | held_traces))
+    written_scores = gathered.rows(scores)
+    locked = [trace_lock_key(project, trace_id) for project, trace_id in touched | held_traces]
+    take_locks(conn, dialect, [*locked, *score_rollups.lock_keys(written_scores)])
     projected = reproject(
         conn,
         touched,
         gathered.rows(spans),
-        gathered.rows(scores),
+        written_scores,
         gathered.rows(feedback),
         alone=alone,
     )
     delta = _rollup_delta(conn, touched, projected, gathered.rows(spans))
+    score_rollups.replace_scores(conn, written_scores, delta)
     arrival = next_arrival(conn, dialect) if any(written) else 0
     for table, _, _ in _WRITTEN:
         _write(conn, dialect, table, gathered.tables[table.name], arrival)
