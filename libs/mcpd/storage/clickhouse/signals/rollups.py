@@ -41,7 +41,6 @@ from mcpd.signals.rollups import (
     Delta,
     Figures,
     Groups,
-    Range,
     cost_point,
     merge_bins,
     plan,
@@ -49,6 +48,7 @@ from mcpd.signals.rollups import (
 )
 from mcpd.signals.rows import SpanRow
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
+from mcpd.storage.clickhouse.signals.buckets import in_ranges
 from mcpd.storage.clickhouse.signals.score_rollups import ScoreRebuild
 from mcpd.storage.clickhouse.signals.score_rollups import insert as insert_scores
 
@@ -234,20 +234,6 @@ def _dimension(group_by: str | None) -> str | None:
     return None
 
 
-def _in_ranges(ranges: Sequence[Range], params: dict[str, object]) -> str:
-    clauses = []
-    for index, part in enumerate(ranges):
-        conditions = [f"level = {int(part.level)}"]
-        if part.start is not None:
-            conditions.append(f"bucket_start >= {{start_{index}:Int64}}")
-            params[f"start_{index}"] = part.start
-        if part.end is not None:
-            conditions.append(f"bucket_start < {{end_{index}:Int64}}")
-            params[f"end_{index}"] = part.end
-        clauses.append("(" + " AND ".join(conditions) + ")")
-    return "(" + " OR ".join(clauses) + ")"
-
-
 def group_figures(
     executor: ClickHouseExecutor,
     project: str,
@@ -265,7 +251,7 @@ def group_figures(
     sums = ", ".join(f"sum({name})" for name in _PARTS)
     found = executor.query(
         f"SELECT key, {sums}, sumMap(sketch) FROM rollups WHERE project = {{project:String}} "
-        f"AND dimension = {{dimension:String}} AND {_in_ranges(shape.ranges, params)} "
+        f"AND dimension = {{dimension:String}} AND {in_ranges(shape.ranges, params)} "
         "GROUP BY key",
         params,
     )
@@ -322,7 +308,7 @@ def cost_points(
         "SELECT intDiv(bucket_start, {width:Int64}) * {width:Int64} AS bucket, key, "
         "sum(count), sum(cost_count), sum(total_cost), sum(input_tokens), sum(output_tokens) "
         "FROM rollups WHERE project = {project:String} AND dimension = {dimension:String} "
-        f"AND {_in_ranges(shape.ranges, params)} GROUP BY bucket, key",
+        f"AND {in_ranges(shape.ranges, params)} GROUP BY bucket, key",
         params,
     )
     points: dict[tuple[int, str], Figures] = {}

@@ -33,8 +33,9 @@ from typing import Any
 import orjson
 
 from mcpd.signals.queries import ScoreStats, Window
-from mcpd.signals.rollups import DAY_NS, HOUR_NS, Delta, Range, plan
+from mcpd.signals.rollups import DAY_NS, HOUR_NS, Delta, plan
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
+from mcpd.storage.clickhouse.signals.buckets import in_ranges
 
 _KEY = ("project", "scorer_id", "level", "bucket_start")
 _COLUMNS = (*_KEY, "count", "value_sum")
@@ -217,20 +218,6 @@ class ScoreRebuild:
 # --- reading -------------------------------------------------------------------------------------
 
 
-def _in_ranges(ranges: Sequence[Range], params: dict[str, object]) -> str:
-    clauses = []
-    for index, part in enumerate(ranges):
-        conditions = [f"level = {int(part.level)}"]
-        if part.start is not None:
-            conditions.append(f"bucket_start >= {{start_{index}:Int64}}")
-            params[f"start_{index}"] = part.start
-        if part.end is not None:
-            conditions.append(f"bucket_start < {{end_{index}:Int64}}")
-            params[f"end_{index}"] = part.end
-        clauses.append("(" + " AND ".join(conditions) + ")")
-    return "(" + " OR ".join(clauses) + ")"
-
-
 def score_stats(
     executor: ClickHouseExecutor, project: str, scorer_id: str, window: Window
 ) -> ScoreStats:
@@ -243,7 +230,7 @@ def score_stats(
         ((found_count, found_sum),) = executor.query(
             "SELECT sum(count), sum(value_sum) FROM score_rollups WHERE "
             f"{_PROJECT} AND scorer_id = {{scorer_id:String}} "
-            f"AND {_in_ranges(shape.ranges, params)}",
+            f"AND {in_ranges(shape.ranges, params)}",
             params,
         )
         count += int(found_count)
