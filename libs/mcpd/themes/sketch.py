@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import operator
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -80,7 +81,7 @@ def similarity(first: Sequence[int], second: Sequence[int]) -> int:
     """How many positions of two sketches are equal, out of POSITIONS."""
     if len(first) != POSITIONS or len(second) != POSITIONS:
         raise ValueError(f"a sketch has {POSITIONS} positions")
-    return sum(x == y for x, y in zip(first, second, strict=True))
+    return sum(map(operator.eq, first, second))
 
 
 def band_keys(sketch: Sequence[int]) -> tuple[bytes, ...]:
