@@ -4,15 +4,13 @@ pure function of the notes (order, duplicates and hash seeds change nothing)."""
 from __future__ import annotations
 
 import hashlib
-import os
 import random
-import subprocess
-import sys
 
 import pytest
 
 from mcpd.themes import sketch_of
 from mcpd.themes.clustering import MIN_NEIGHBOURS, Clustering, Note, cluster
+from tests.libs.themes.seeds import printed_under_seeds
 
 KEY = b"deployment-key-for-tests"
 GROUPS = {
@@ -100,14 +98,5 @@ def test_two_processes_with_other_hash_seeds_find_the_same_themes() -> None:
         "from mcpd.themes.clustering import cluster; "
         "print(digest(cluster(planted()[0])))"
     )
-    made = {
-        subprocess.run(
-            [sys.executable, "-c", program],
-            env={**os.environ, "PYTHONHASHSEED": seed},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        for seed in ("1", "2")
-    }
+    made = printed_under_seeds(program)
     assert made == {digest(cluster(planted()[0]))}

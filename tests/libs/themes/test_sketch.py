@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcpd.themes import BANDS, POSITIONS, band_keys, shingles, similarity, sketch_of
+from tests.libs.themes.seeds import printed_under_seeds
 
 KEY = b"deployment-key-for-tests"
 REFUND = "The refund was issued on Monday, after the customer asked twice."
@@ -70,16 +68,7 @@ def test_two_processes_with_other_hash_seeds_compute_the_same_sketch() -> None:
         "from mcpd.themes import sketch_of; "
         f"print(','.join(map(str, sketch_of({REFUND!r}, {KEY!r}))))"
     )
-    made = {
-        subprocess.run(
-            [sys.executable, "-c", program],
-            env={**os.environ, "PYTHONHASHSEED": seed},
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        for seed in ("1", "2")
-    }
+    made = printed_under_seeds(program)
     assert made == {",".join(map(str, sketch_of(REFUND, KEY)))}
 
 
