@@ -76,15 +76,9 @@ class Datasets:
         rows = await asyncio.to_thread(
             self._store.datasets, request.project, after=after, limit=page.limit + 1
         )
-        answer = rpc.ListDatasetsResponse(
-            datasets=[dataset_message(request.project, row) for row in rows[: page.limit]]
-        )
-        if len(rows) > page.limit:
-            last = rows[page.limit - 1]
-            answer.page.has_more = True
-            answer.page.next_cursor = cursors.next_cursor(
-                request, _DATASETS, [last.created_at, last.dataset_id]
-            )
+        answer = rpc.ListDatasetsResponse()
+        shown = cursors.page_of(request, _DATASETS, rows, page.limit, _dataset_key, answer.page)
+        answer.datasets.extend(dataset_message(request.project, row) for row in shown)
         return answer
 
     async def get(self, project: str, dataset_id: str) -> evaluation_pb2.Dataset:
@@ -101,15 +95,9 @@ class Datasets:
             after=after,
             limit=page.limit + 1,
         )
-        answer = rpc.ListDatasetItemsResponse(
-            items=[item_message(row) for row in rows[: page.limit]]
-        )
-        if len(rows) > page.limit:
-            last = rows[page.limit - 1]
-            answer.page.has_more = True
-            answer.page.next_cursor = cursors.next_cursor(
-                request, _ITEMS, [last.created_at, last.item_id]
-            )
+        answer = rpc.ListDatasetItemsResponse()
+        shown = cursors.page_of(request, _ITEMS, rows, page.limit, _item_key, answer.page)
+        answer.items.extend(item_message(row) for row in shown)
         return answer
 
     async def add(self, request: rpc.AddDatasetItemsRequest) -> evaluation_pb2.ItemsAdded:
@@ -163,6 +151,14 @@ class Datasets:
         if row is None:
             raise NotFound(f"no dataset {quoted(dataset_id)} in this project", field="dataset_id")
         return row
+
+
+def _dataset_key(row: DatasetRow) -> tuple[int, str]:
+    return row.created_at, row.dataset_id
+
+
+def _item_key(row: DatasetItemRow) -> tuple[int, str]:
+    return row.created_at, row.item_id
 
 
 def dataset_message(project: str, row: DatasetRow) -> evaluation_pb2.Dataset:

@@ -217,15 +217,9 @@ class Experiments:
             after=after,
             limit=page.limit + 1,
         )
-        shown = rows[: page.limit]
-        answer = rpc.ListExperimentsResponse(
-            experiments=[await self._message(request.project, row) for row in shown]
-        )
-        if len(rows) > page.limit:
-            answer.page.has_more = True
-            answer.page.next_cursor = cursors.next_cursor(
-                request, _LIST, [shown[-1].created_at, shown[-1].experiment_id]
-            )
+        answer = rpc.ListExperimentsResponse()
+        shown = cursors.page_of(request, _LIST, rows, page.limit, _experiment_key, answer.page)
+        answer.experiments.extend([await self._message(request.project, row) for row in shown])
         return answer
 
     async def get(self, project: str, experiment_id: str) -> evaluation_pb2.Experiment:
@@ -410,6 +404,10 @@ def summary(scores: Sequence[ExperimentScore]) -> dict[str, dict[str, float | in
         }
         for scorer_id, found in sorted(values.items())
     }
+
+
+def _experiment_key(row: ExperimentRow) -> tuple[int, str]:
+    return row.created_at, row.experiment_id
 
 
 def _observed(scores: Sequence[ExperimentScore]) -> dict[str, list[Observation]]:

@@ -72,11 +72,9 @@ class Definitions:
         page = cursors.paging(request, _LIST, _POSITION)
         after = None if page.after is None else str(page.after[0])
         found = self._store.list_definitions(request.project, after=after, limit=page.limit + 1)
-        shown = found[: page.limit]
-        answer = rpc.ListDefinitionsResponse(definitions=[_message(d) for d in shown])
-        answer.page.has_more = len(found) > page.limit
-        if answer.page.has_more:
-            answer.page.next_cursor = cursors.next_cursor(request, _LIST, [shown[-1].id])
+        answer = rpc.ListDefinitionsResponse()
+        shown = cursors.page_of(request, _LIST, found, page.limit, _definition_key, answer.page)
+        answer.definitions.extend(_message(d) for d in shown)
         return answer
 
     def get(self, request: rpc.GetDefinitionVersionRequest) -> runs_pb2.Definition:
@@ -107,6 +105,10 @@ def _checked(document: runs_pb2.DefinitionDocument, prefix: str) -> NewDefinitio
     except InvalidArgument as error:
         raise _within(error, prefix) from None
     return NewDefinition(id=definition_id, kind=WORKFLOW, body=body, version=version)
+
+
+def _definition_key(stored: StoredDefinition) -> list[str]:
+    return [stored.id]
 
 
 def _message(stored: StoredDefinition) -> runs_pb2.Definition:

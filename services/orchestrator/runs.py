@@ -166,14 +166,9 @@ class Runs:
             after=after,
             limit=page.limit + 1,
         )
-        shown = found[: page.limit]
-        answer = runs_pb2.RunListResponse(runs=[run_message(row) for row in shown])
-        answer.page.has_more = len(found) > page.limit
-        if answer.page.has_more:
-            last = shown[-1]
-            answer.page.next_cursor = cursors.next_cursor(
-                request, _LIST, [last["created_at"], last["run_id"]]
-            )
+        answer = runs_pb2.RunListResponse()
+        shown = cursors.page_of(request, _LIST, found, page.limit, _run_key, answer.page)
+        answer.runs.extend(run_message(row) for row in shown)
         return answer
 
     def events(self, request: rpc.ListRunEventsRequest) -> runs_pb2.RunEventPage:
@@ -193,6 +188,10 @@ class Runs:
 def _optional(message: telemetry_pb2.Correlation, name: str) -> str | None:
     present: bool = message.HasField(name)  # type: ignore[arg-type]  # a field named at run time
     return str(getattr(message, name)) if present else None
+
+
+def _run_key(row: RunRow) -> tuple[int, str]:
+    return row["created_at"], row["run_id"]
 
 
 def run_message(stored: RunRow) -> runs_pb2.Run:

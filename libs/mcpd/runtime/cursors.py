@@ -14,9 +14,9 @@ import base64
 import binascii
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
@@ -31,8 +31,11 @@ __all__ = [
     "fingerprint",
     "limit_of",
     "next_cursor",
+    "page_of",
     "paging",
 ]
+
+T = TypeVar("T")
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 1000
@@ -66,6 +69,24 @@ def paging(request: Any, kind: str, shape: Sequence[type | tuple[type, ...]]) ->
     if not request.HasField("cursor"):
         return Paging(limit, None)
     return Paging(limit, decode(request.cursor, kind, fingerprint(request), shape))
+
+
+def page_of(
+    request: Any,
+    kind: str,
+    found: Sequence[T],
+    limit: int,
+    position: Callable[[T], Sequence[Any]],
+    page: Any,
+) -> Sequence[T]:
+    """The rows of one page of `found`, read with `limit + 1`: the first `limit`. `page` (the
+    answer's Page message) says whether more follow and, when they do, the cursor after the
+    last row shown (`position` is a row's sort key)."""
+    shown = found[:limit]
+    page.has_more = len(found) > limit
+    if page.has_more:
+        page.next_cursor = next_cursor(request, kind, position(shown[-1]))
+    return shown
 
 
 def next_cursor(request: Any, kind: str, position: Sequence[Any]) -> str:
