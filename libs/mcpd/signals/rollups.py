@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from mcpd.signals.queries import (
@@ -251,6 +251,16 @@ class ScoreSums:
     def is_empty(self) -> bool:
         """Whether both parts are zero (contributions that cancelled out)."""
         return not self.count and not self.value_sum
+
+
+ROLLUP_KEY = ("project", "dimension", "level", "bucket_start", "key")
+"""The columns that name a rollup row."""
+ROLLUP_PARTS = tuple(part.name for part in fields(Figures) if part.name != "bins")
+"""A rollup row's summable columns, as `Figures` names them (the sketch is kept apart)."""
+SCORE_ROLLUP_KEY = ("project", "scorer_id", "level", "bucket_start")
+"""The columns that name a score rollup row."""
+SCORE_ROLLUP_PARTS = tuple(part.name for part in fields(ScoreSums))
+"""A score rollup row's summable columns, as `ScoreSums` names them."""
 
 
 def merge_bins(into: dict[int, int], bins: Iterable[tuple[Any, int]]) -> None:

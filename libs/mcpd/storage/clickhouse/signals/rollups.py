@@ -37,6 +37,8 @@ from mcpd.signals.rollups import (
     GAMMA,
     HOUR_NS,
     LEVELS,
+    ROLLUP_KEY,
+    ROLLUP_PARTS,
     WHOLE,
     Delta,
     Figures,
@@ -48,22 +50,11 @@ from mcpd.signals.rollups import (
 )
 from mcpd.signals.rows import SpanRow
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
-from mcpd.storage.clickhouse.signals.buckets import in_ranges
+from mcpd.storage.clickhouse.signals.buckets import clear_hours, in_ranges
 from mcpd.storage.clickhouse.signals.score_rollups import ScoreRebuild
 from mcpd.storage.clickhouse.signals.score_rollups import insert as insert_scores
 
-_PARTS = (
-    "count",
-    "error_count",
-    "span_count",
-    "input_tokens",
-    "output_tokens",
-    "cost_count",
-    "total_cost",
-    "duration_count",
-    "duration_sum",
-)
-_KEY = ("project", "dimension", "level", "bucket_start", "key")
+_PARTS, _KEY = ROLLUP_PARTS, ROLLUP_KEY
 _COLUMNS = (*_KEY, *_PARTS, "sketch")
 
 Groups_ = Mapping[tuple[str, str], Mapping[str, Mapping[str, Any]]]
@@ -195,19 +186,9 @@ class Rebuild:
     def run(self) -> None:
         """Compute the pending hours (and their days) again from what is stored."""
         self.scores.run()
-        if not self.pending:
+        params = clear_hours(self.executor, "rollups", self.project, self.pending)
+        if params is None:
             return
-        hours = sorted(self.pending)
-        days = sorted({hour - hour % DAY_NS for hour in hours})
-        self.pending.clear()
-        params: dict[str, object] = {"project": self.project, "hours": hours, "days": days}
-        in_hours = f"bucket_start IN {{hours:Array(Int64)}} AND level = {HOUR_NS}"
-        in_days = f"bucket_start IN {{days:Array(Int64)}} AND level = {DAY_NS}"
-        self.executor.command(
-            f"DELETE FROM rollups WHERE project = {{project:String}} "
-            f"AND (({in_hours}) OR ({in_days}))",
-            params,
-        )
         raw = (
             "project = {project:String} AND intDiv(toUnixTimestamp64Nano(start_time), "
             f"{HOUR_NS}) * {HOUR_NS} IN {{hours:Array(Int64)}}"

@@ -33,12 +33,12 @@ from typing import Any
 import orjson
 
 from mcpd.signals.queries import ScoreStats, Window
-from mcpd.signals.rollups import DAY_NS, HOUR_NS, Delta, plan
+from mcpd.signals.rollups import DAY_NS, HOUR_NS, SCORE_ROLLUP_KEY, SCORE_ROLLUP_PARTS, Delta, plan
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
-from mcpd.storage.clickhouse.signals.buckets import in_ranges
+from mcpd.storage.clickhouse.signals.buckets import clear_hours, in_ranges
 
-_KEY = ("project", "scorer_id", "level", "bucket_start")
-_COLUMNS = (*_KEY, "count", "value_sum")
+_KEY = SCORE_ROLLUP_KEY
+_COLUMNS = (*_KEY, *SCORE_ROLLUP_PARTS)
 _PROJECT = "project = {project:String}"
 _FINAL = (
     " SETTINGS optimize_move_to_prewhere_if_final = 0, use_skip_indexes_if_final = 1,"
@@ -187,18 +187,9 @@ class ScoreRebuild:
 
     def run(self) -> None:
         """Compute the pending hours (and their days) again from the live copies."""
-        if not self.pending:
+        params = clear_hours(self.executor, "score_rollups", self.project, self.pending)
+        if params is None:
             return
-        hours = sorted(self.pending)
-        days = sorted({hour - hour % DAY_NS for hour in hours})
-        self.pending.clear()
-        params: dict[str, object] = {"project": self.project, "hours": hours, "days": days}
-        in_hours = f"bucket_start IN {{hours:Array(Int64)}} AND level = {HOUR_NS}"
-        in_days = f"bucket_start IN {{days:Array(Int64)}} AND level = {DAY_NS}"
-        self.executor.command(
-            f"DELETE FROM score_rollups WHERE {_PROJECT} AND (({in_hours}) OR ({in_days}))",
-            params,
-        )
         in_pending = f"{_PROJECT} AND {_HOUR_OF} IN {{hours:Array(Int64)}}"
         self.executor.command(
             hour_rows_sql(

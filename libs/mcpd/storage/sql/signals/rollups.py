@@ -46,6 +46,8 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from mcpd.signals.queries import SPAN_GROUPS, TRACE_GROUPS, CostPoint, GroupFigures, Window
 from mcpd.signals.rollups import (
     HOUR_NS,
+    ROLLUP_KEY,
+    ROLLUP_PARTS,
     SPAN_COLUMNS,
     TRACE_COLUMNS,
     WHOLE,
@@ -67,18 +69,7 @@ from mcpd.storage.sql.signals.reproject import TraceKey, chunks
 
 Row = Mapping[str, Any]
 
-_PARTS = (
-    "count",
-    "error_count",
-    "span_count",
-    "input_tokens",
-    "output_tokens",
-    "cost_count",
-    "total_cost",
-    "duration_count",
-    "duration_sum",
-)
-_KEY = ("project", "dimension", "level", "bucket_start", "key")
+_PARTS, _KEY = ROLLUP_PARTS, ROLLUP_KEY
 
 
 # --- keeping -----------------------------------------------------------------------------------

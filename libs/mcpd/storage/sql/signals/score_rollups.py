@@ -41,7 +41,14 @@ from sqlalchemy import (
 )
 
 from mcpd.signals.queries import ScoreStats, Window
-from mcpd.signals.rollups import SCORE_COLUMNS, Delta, Range, plan
+from mcpd.signals.rollups import (
+    SCORE_COLUMNS,
+    SCORE_ROLLUP_KEY,
+    SCORE_ROLLUP_PARTS,
+    Delta,
+    Range,
+    plan,
+)
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.schema.rollups import score_rollups
 from mcpd.storage.sql.schema.trace import scores
@@ -50,8 +57,7 @@ from mcpd.storage.sql.signals.statements import lock_key
 
 Row = Mapping[str, Any]
 
-_KEY = ("project", "scorer_id", "level", "bucket_start")
-_PARTS = ("count", "value_sum")
+_KEY, _PARTS = SCORE_ROLLUP_KEY, SCORE_ROLLUP_PARTS
 _LOCK_KIND = b"mcpd-score"
 
 SCORE_RETURNING = (scores.c.scorer_id, scores.c.timestamp, scores.c.value)
