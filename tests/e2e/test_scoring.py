@@ -12,27 +12,24 @@ shows them), a second identical pass stores nothing twice, and `dry_run` stores 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, cast
+from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import httpx
 import pytest
 
-from mcpd import codec
 from mcpd.evaluation.v1 import evaluation_service_pb2, evaluation_service_pb2_grpc
-from mcpd.model.v1 import evaluation_pb2
-from mcpd.runtime.errors_grpc import rpc_failure_from
 from mcpd.testing.daemon import DaemonProcess
 from tests.e2e.conftest import BACKENDS, storage_env
 from tests.e2e.ingest_payloads import new_span_id, new_trace_id, rfc3339
+from tests.e2e.scoring_client import RefusedError, Score, scoring_client
 
 pytestmark = pytest.mark.e2e
 
 SECOND = 1_000_000_000
 # When every run starts: an hour ago, so a window can start before or after it.
 T0 = time.time_ns() - 3600 * SECOND
-Score = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def _span(trace_id: str, name: str, kind: str, end_s: float, **fields: Any) -> dict[str, Any]:
@@ -105,41 +102,8 @@ def runs(daemon: DaemonProcess) -> dict[str, str]:
 
 @pytest.fixture(params=["rest", "grpc"])
 def score(request: pytest.FixtureRequest, daemon: DaemonProcess) -> Iterator[Score]:
-    """A scoring pass over one transport, answered in the spec's JSON."""
-    if request.param == "rest":
-        with httpx.Client(base_url=f"{daemon.http_url}/v1/api", timeout=30) as http:
-
-            def over_rest(body: dict[str, Any]) -> dict[str, Any]:
-                answer = http.post("/scorers/run", json=body)
-                if answer.status_code != 200:
-                    error = answer.json()["error"]
-                    raise RefusedError(answer.status_code, error.get("field"))
-                result: dict[str, Any] = answer.json()
-                return result
-
-            yield over_rest
-        return
-    with grpc.insecure_channel(daemon.grpc_addr) as channel:
-        stub = evaluation_service_pb2_grpc.EvaluationServiceStub(channel)
-
-        def over_grpc(body: dict[str, Any]) -> dict[str, Any]:
-            request = codec.decode(body, evaluation_pb2.ScoreRunRequest)
-            try:
-                return codec.encode(stub.RunScorers(request, timeout=30))
-            except grpc.RpcError as error:
-                failure = rpc_failure_from(cast(grpc.aio.AioRpcError, error))
-                code = cast(grpc.aio.AioRpcError, error).code()
-                status = 400 if code is grpc.StatusCode.INVALID_ARGUMENT else 500
-                raise RefusedError(status, failure.field) from None
-
-        yield over_grpc
-
-
-class RefusedError(Exception):
-    def __init__(self, status: int, field: str | None) -> None:
-        super().__init__(status, field)
-        self.status = status
-        self.field = field
+    with scoring_client(request.param, daemon) as made:
+        yield made
 
 
 def _verdicts(result: dict[str, Any], runs: dict[str, str]) -> dict[tuple[str, str], Any]:

@@ -14,21 +14,19 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
-from typing import Any, cast
+from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import httpx
 import pytest
 
-from mcpd import codec
 from mcpd.evaluation.v1 import evaluation_service_pb2, evaluation_service_pb2_grpc
-from mcpd.model.v1 import evaluation_pb2
-from mcpd.runtime.errors_grpc import rpc_failure_from
 from mcpd.testing.daemon import DaemonProcess
 from services.evaluation.tests.judge_server import JudgeServer, judge_server
 from tests.e2e.conftest import storage_env
 from tests.e2e.ingest_payloads import new_span_id, new_trace_id, rfc3339
+from tests.e2e.scoring_client import RefusedError, Score, scoring_client
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +48,6 @@ COST = {
     "price_book": "mcpd-2026-11",
     "is_estimated": True,
 }
-Score = Callable[..., dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
@@ -115,46 +112,10 @@ def runs(daemon: DaemonProcess) -> dict[str, str]:
     return {name: run[0]["trace_id"] for name, run in made.items()}
 
 
-class RefusedError(Exception):
-    def __init__(self, status: int, field: str | None, message: str) -> None:
-        super().__init__(status, field, message)
-        self.status = status
-        self.field = field
-        self.message = message
-
-
 @pytest.fixture(params=["rest", "grpc"])
 def score(request: pytest.FixtureRequest, daemon: DaemonProcess) -> Iterator[Score]:
-    """A scoring pass over one transport with a deadline in seconds, answered in the spec's
-    JSON; a refusal raises RefusedError."""
-    if request.param == "rest":
-        with httpx.Client(base_url=f"{daemon.http_url}/v1/api", timeout=60) as http:
-
-            def over_rest(body: dict[str, Any], deadline_s: float = 30.0) -> dict[str, Any]:
-                headers = {"x-mcpd-timeout": str(deadline_s)}
-                answer = http.post("/scorers/run", json=body, headers=headers)
-                if answer.status_code != 200:
-                    error = answer.json()["error"]
-                    raise RefusedError(answer.status_code, error.get("field"), error["message"])
-                result: dict[str, Any] = answer.json()
-                return result
-
-            yield over_rest
-        return
-    with grpc.insecure_channel(daemon.grpc_addr) as channel:
-        stub = evaluation_service_pb2_grpc.EvaluationServiceStub(channel)
-
-        def over_grpc(body: dict[str, Any], deadline_s: float = 30.0) -> dict[str, Any]:
-            request = codec.decode(body, evaluation_pb2.ScoreRunRequest)
-            try:
-                return codec.encode(stub.RunScorers(request, timeout=deadline_s))
-            except grpc.RpcError as error:
-                failure = rpc_failure_from(cast(grpc.aio.AioRpcError, error))
-                code = cast(grpc.aio.AioRpcError, error).code()
-                status = 400 if code is grpc.StatusCode.INVALID_ARGUMENT else 500
-                raise RefusedError(status, failure.field, failure.message) from None
-
-        yield over_grpc
+    with scoring_client(request.param, daemon) as made:
+        yield made
 
 
 def _judged(result: dict[str, Any], runs: dict[str, str]) -> dict[str, Any]:
