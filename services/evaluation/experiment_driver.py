@@ -120,7 +120,8 @@ class ExperimentDriver:
             if item.status == "started" and item.run_id is not None
         ]
         statuses = await self._runs.outcomes(project, running) if running else {}
-        looked = [await self._look(project, plan, item, items, statuses) for item in known.values()]
+        cases = {case.item_id: case for case in items}
+        looked = [await self._look(project, plan, item, cases, statuses) for item in known.values()]
         changed = [
             item for item, before in zip(looked, known.values(), strict=True) if item != before
         ]
@@ -147,7 +148,7 @@ class ExperimentDriver:
         project: str,
         plan: ExperimentPlan,
         item: ExperimentItemRow,
-        items: Sequence[DatasetItemRow],
+        cases: Mapping[str, DatasetItemRow],
         statuses: Mapping[str, str],
     ) -> ExperimentItemRow:
         """Where a started item's run has got to (`statuses`, by run id): `ran` once it
@@ -168,7 +169,7 @@ class ExperimentDriver:
             return self._moved(
                 item, "failed", f"its run's trace did not arrive within {TRACE_GRACE_S} s"
             )
-        case = next((case for case in items if case.item_id == item.item_id), None)
+        case = cases.get(item.item_id)
         await self._scoring.run(_scoring_request(project, plan, item.trace_id, case))
         return self._moved(item, "scored", None)
 

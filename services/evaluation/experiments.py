@@ -337,13 +337,18 @@ class Experiments:
         return row
 
     async def _message(self, project: str, row: ExperimentRow) -> evaluation_pb2.Experiment:
-        scores, cost, items = await asyncio.gather(
+        scores, cost = await asyncio.gather(
             asyncio.to_thread(self._store.experiment_scores, project, row.experiment_id),
             asyncio.to_thread(self._store.experiment_cost, project, row.experiment_id),
-            asyncio.to_thread(self._store.experiment_items, project, row.experiment_id),
         )
         message = experiment_message(project, row, scores)
-        message.item_count = len(items) if row.driven else cost.traces
+        if row.driven:
+            items = await asyncio.to_thread(
+                self._store.experiment_items, project, row.experiment_id
+            )
+            message.item_count = len(items)
+        else:
+            message.item_count = cost.traces
         if cost.total_cost is not None:
             message.cost.total_cost = cost.total_cost
             message.cost.currency = cost.currency or ""
