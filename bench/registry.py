@@ -6,6 +6,8 @@ from bench import capabilities_roundtrip, evaluation, startup
 from bench.config import Benchmark
 from bench.ingest import run as ingest
 from bench.ingest import stages as ingest_stages
+from bench.intelligence import passes as intelligence_passes
+from bench.intelligence import quality as intelligence_quality
 from bench.orchestrator import run as orchestrator
 from bench.orchestrator import stages as orchestrator_stages
 from bench.overload import run as overload
@@ -23,5 +25,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         orchestrator.BENCHMARK,
         orchestrator_stages.BENCHMARK,
         evaluation.BENCHMARK,
+        intelligence_quality.BENCHMARK,
+        intelligence_passes.BENCHMARK,
     )
 }

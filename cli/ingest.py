@@ -1,5 +1,6 @@
-"""The ingest role's parts, built once per process: policies, writer, tail sampler, pipeline,
-and the sessions of ingested traces (`TraceSessions`, written with every write of spans).
+"""The ingest role's parts, built once per process: policies, the aspects notes are checked
+against, writer, tail sampler, pipeline, and the sessions of ingested traces (`TraceSessions`,
+written with every write of spans).
 
 Every server process of `mcpd serve` builds the same role; only the primary sweeps held traces
 (`sweep_tail`), so each trace is decided once.
@@ -16,6 +17,7 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 
 from cli.projects import apply_projects, load_projects_file
+from mcpd.aspects import open_catalogues
 from mcpd.pricing import load_price_book
 from mcpd.redaction import load_or_create_key
 from mcpd.runtime.clock import Clock
@@ -23,6 +25,7 @@ from mcpd.runtime.config import Settings
 from mcpd.runtime.server import ServiceRegistration
 from mcpd.signals.batch import IngestLag
 from mcpd.storage import Stores
+from mcpd.themes import deployment_key
 from services.ingest import (
     Admission,
     BatchWriter,
@@ -76,6 +79,12 @@ def redaction_key(settings: Settings) -> bytes:
     )
 
 
+def sketch_key(settings: Settings) -> bytes:
+    """The key notes' wording is sketched under, derived from the redaction key: every process
+    of a deployment shares that key, so every one sketches alike."""
+    return deployment_key(redaction_key(settings))
+
+
 def project_policies(settings: Settings, stores: Stores, clock: Clock) -> ProjectPolicies:
     """Every project's ingest policy: `ingest.projects_file` (when set) written to the control
     store, which policies are then read from, with the server's redaction key (created on first
@@ -103,6 +112,10 @@ async def start_ingest(
     held traces to another process (see the module docstring)."""
     ingest = settings.ingest
     policies = await asyncio.to_thread(project_policies, settings, stores, clock)
+    # Notes are checked against their project's aspects, which are read as policies are.
+    aspects = await asyncio.to_thread(
+        open_catalogues, settings, stores.control, clock, ttl_s=ingest.policy_ttl_s
+    )
     # Every process that writes spans writes their sessions, in the same transactions.
     trace_sessions = TraceSessions(stores.trace, stores.sessions)
     writer = BatchWriter(
@@ -124,6 +137,8 @@ async def start_ingest(
         clock=clock,
         tail=tail,
         label_values_seen=cardinality.values_seen,
+        aspects=aspects.get,
+        sketch_key=await asyncio.to_thread(sketch_key, settings),
         limits=RecordLimits.from_settings(ingest),
         admission=Admission(ingest.max_pending_bytes),
     )

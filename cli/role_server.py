@@ -9,7 +9,9 @@ One flat stack of components, built in order on an `AsyncExitStack` and torn dow
    orchestrator role with its timer tick and the sender of its runs' spans to ingest (in the
    primary on SQLite, in every process on PostgreSQL);
 4. the gRPC server (every service of the roles) and, with ingest, the OTLP/gRPC server;
-5. once-per-daemon work, in the primary only: transcript tailing, the retention sweep;
+5. once-per-daemon work, in the primary only: transcript tailing, the retention sweep, the
+   evaluation role's monitors and experiments, the intelligence role's derived notes and
+   clustering pass;
 6. the gateway (`cli.gateway_server`), when this process serves it, calling this process's
    own services on a private loopback port.
 
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import services.evaluation
+import services.intelligence
 from cli import roles as role_table
 from cli.gateway_server import StartGate, channels_for, start_gateway
 from cli.ingest import IngestRole, start_ingest
@@ -123,6 +126,9 @@ async def serve_roles(
     watches = evaluation = None
     if "evaluation" in roles:
         watches, evaluation = _evaluate(stack, settings, stores, clock, peers, credential, primary)
+    intelligence = None
+    if "intelligence" in roles:
+        intelligence = await _analyse(stack, settings, stores, clock, peers, credential, primary)
     registrations = role_table.registrations(
         grpc_roles,
         stores,
@@ -134,6 +140,7 @@ async def serve_roles(
         orchestrator=orchestrator,
         watches=watches,
         evaluation=evaluation,
+        intelligence=intelligence,
     )
     server = await stack.enter_async_context(
         GrpcServer(
@@ -252,6 +259,27 @@ def _evaluate(
     every = settings.evaluation.experiment_interval_s
     _in_background(stack, partial(parts.driver.run, interval_s=every), name="experiments")
     return watches, parts
+
+
+async def _analyse(
+    stack: AsyncExitStack,
+    settings: Settings,
+    stores: Stores,
+    clock: SystemClock,
+    peers: role_table.ChannelFor,
+    credential: ServiceCredential,
+    primary: bool,
+) -> services.intelligence.Intelligence:
+    """The intelligence role's parts. The primary alone writes the derived outcome notes and
+    runs the clustering pass, at every multiple of `intelligence.pass_interval_s`, when
+    `intelligence.pass_armed` (another replica of the role running it too writes the same
+    snapshots; the store keeps one)."""
+    parts = await asyncio.to_thread(
+        role_table.intelligence_parts, settings, stores, clock, peers, credential
+    )
+    if primary and settings.intelligence.pass_armed:
+        _in_background(stack, parts.run, name="theme-pass")
+    return parts
 
 
 def _sweep_retention(

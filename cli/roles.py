@@ -20,6 +20,7 @@ from cli.ingest import IngestRole, redaction_key
 from cli.role_names import GRPC_ROLES, ROLES
 from cli.security import is_loopback
 from gateway.otlp import SERVICES as OTLP_SERVICES
+from mcpd.aspects import open_catalogues
 from mcpd.auth.service_identity import ServiceCredential
 from mcpd.auth.throttle import LoginThrottle
 from mcpd.redaction import Redactor
@@ -62,7 +63,7 @@ ROLE_STORES: Mapping[str, frozenset[str]] = {
     "query": frozenset({"trace", "control"}),
     "orchestrator": frozenset({"run", "control"}),
     "evaluation": frozenset({"trace", "control"}),
-    "intelligence": frozenset({"control"}),
+    "intelligence": frozenset({"trace", "control"}),
 }
 
 
@@ -94,13 +95,14 @@ def registrations(
     orchestrator: services.orchestrator.Orchestrator | None = None,
     watches: Watches | None = None,
     evaluation: services.evaluation.Evaluation | None = None,
+    intelligence: services.intelligence.Intelligence | None = None,
 ) -> list[ServiceRegistration]:
     """The gRPC services of `roles`, wired to their dependencies; `peers` finds the process
     serving another service, which a role calls presenting `service`, the service credential;
     `ingest` and `orchestrator` are those roles, built before their services, when this process
     serves them (one is made here otherwise), and `watches` and `evaluation` the evaluation role's
     monitors and objectives and its other parts, built before its services when this process
-    runs them in the background."""
+    runs them in the background, and `intelligence` the intelligence role's parts likewise."""
     found: list[ServiceRegistration] = []
     security = settings.security
     for role in roles:
@@ -153,7 +155,9 @@ def registrations(
                     evaluation, watches.monitors, watches.objectives
                 )
             case "intelligence":
-                found += services.intelligence.registrations()
+                if intelligence is None:
+                    intelligence = intelligence_parts(settings, stores, clock, peers, service)
+                found += services.intelligence.registrations(intelligence)
             case "gateway":
                 pass
             case _:
@@ -181,6 +185,23 @@ def evaluation_parts(
         clock=clock,
         judge=settings.evaluation,
         prices=stores.control,
+    )
+
+
+def intelligence_parts(
+    settings: Settings, stores: Stores, clock: Clock, peers: ChannelFor, service: ServiceCredential
+) -> services.intelligence.Intelligence:
+    """The intelligence role's servicer, clustering pass and derived notes over the trace
+    store's notes and themes and the control store's aspects (synced when built: blocking);
+    derived notes are stored through ingest with the service credential."""
+    catalogues = open_catalogues(
+        settings, stores.control, clock, ttl_s=settings.ingest.policy_ttl_s
+    )
+    calls = service.metadata("intelligence")
+    notes = services.intelligence.IngestNotes(peers(INGEST_SERVICE), calls)
+    runs = services.intelligence.OrchestratorRuns(peers(ORCHESTRATOR_SERVICE), calls)
+    return services.intelligence.intelligence(
+        settings.intelligence, stores.trace, catalogues, notes, runs, clock
     )
 
 

@@ -49,6 +49,7 @@ from bench.config import BenchConfig, Benchmark
 from bench.harness import RESULTS_DIR, print_table, write_result
 from bench.ingest.spans import MEASURED_SERVICE, SIZES, Corpus, build_corpus
 from bench.ingest.targets import count_mcpd_spans
+from mcpd.aspects import AspectCatalogues, AspectConfig
 from mcpd.auth import ALL_SCOPES
 from mcpd.auth.principal import ANONYMOUS, Principal, PrincipalKind
 from mcpd.pricing import load_price_book
@@ -155,6 +156,8 @@ def measure(
             clock=clock,
             tail=TailSampler(stores.trace, policies, clock),
             label_values_seen=LabelCardinality(stores.trace, monotonic=clock.monotonic).values_seen,
+            aspects=AspectCatalogues(stores.control, AspectConfig(), clock, ttl_s=5.0).get,
+            sketch_key=secrets.token_bytes(32),
             limits=RecordLimits.from_settings(IngestSettings()),
             # Requests are prepared here one by one, never admitted.
             admission=Admission(1),

@@ -5,13 +5,10 @@ definition version (`step_count_divergence`), and how much runs repeat themselve
 
 **step_count_divergence.** A definition version's usual shape is the step counts of its newest
 `BASELINE_RUNS` succeeded runs; a version with fewer than `MIN_BASELINE` of them says nothing.
-Each of the window's runs of a version that has one is measured by its modified z-score,
-0.6745 (x - median) / MAD, where MAD is the median absolute deviation of the baseline from its
-median (Iglewicz and Hoaglin): the median and the MAD tolerate up to half the baseline being
-outliers, so a runaway cohort cannot redefine normal. A MAD of 0 (more than half the baseline
-took exactly the median count) is taken as one step, the least two step counts can differ by,
-so a version whose count hardly ever varies is not tripped by one run that took a step or two
-more (a `when` guard that went the other way) while a runaway still is. The reading's value is
+Each of the window's runs of a version that has one is measured by its modified z-score
+(`mcpd.workflows.modified_z`; a MAD of 0 taken as one step, so a version whose count hardly ever
+varies is not tripped by one run that took a step or two more, a `when` guard that went the
+other way, while a runaway still is). The reading's value is
 the highest score among the measured runs (signed: a run that took fewer steps than usual
 scores below 0, and never trips), and its samples are the measured runs.
 
@@ -29,10 +26,10 @@ reaches `max_steps` or fails.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
+from mcpd.workflows import BASELINE_RUNS, MIN_BASELINE, modified_z
 
 __all__ = [
     "BASELINE_RUNS",
@@ -44,15 +41,8 @@ __all__ = [
     "repetition",
 ]
 
-# Fewer completed runs of a version than this and its runs are not measured.
-MIN_BASELINE = 12
-# The newest succeeded runs of a version that make its baseline.
-BASELINE_RUNS = 200
 # The most runs of one window a reading measures (the newest).
 WINDOW_RUNS = 5000
-# 0.6745 is the 0.75 quantile of the standard normal: MAD / 0.6745 estimates the standard
-# deviation of normally distributed counts, so the score reads like a z-score.
-_CONSISTENCY = 0.6745
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +53,6 @@ class Measured:
     value: float | None
     samples: int
     note: str
-
-
-def modified_z(steps: int, baseline: Sequence[int]) -> float:
-    """The modified z-score of a run that took `steps` against a non-empty `baseline` of step
-    counts, a MAD of 0 taken as one step."""
-    median = statistics.median(baseline)
-    mad = statistics.median(abs(count - median) for count in baseline) or 1.0
-    return _CONSISTENCY * (steps - median) / mad
 
 
 def divergence(shapes: rpc.GetRunShapesResponse) -> Measured:

@@ -5,8 +5,10 @@ HTTP), in this order for each record:
 
 1. resolve `correlation.project` against the caller's access (a record for a project the key
    does not reach is refused, never written elsewhere);
-2. validate and normalise (`validation`);
-3. redact every payload field and hash identities with the project's rules (`policies`);
+2. validate and normalise (`validation`); a note must name an enabled aspect of its
+   project, at a stored version (`mcpd.aspects`);
+3. redact every payload field and hash identities with the project's rules (`policies`); a
+   note's wording is sketched after (`mcpd.themes`), under the deployment's sketch key;
 4. hold the record to the per-record limits (`limits`): past them payloads are truncated and
    excess attributes, events and links dropped, after redaction so no cut splits a secret;
 5. price spans and scores that carry usage but no producer cost;
@@ -22,7 +24,7 @@ Receivers hold `admit` around all of it, from before they map a request (`admiss
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from functools import partial
@@ -34,6 +36,8 @@ from mcpd.model.v1 import enums_pb2, telemetry_pb2
 from mcpd.runtime.clock import Clock, epoch_nanos
 from mcpd.runtime.errors import McpdError
 from mcpd.signals.batch import SignalBatch
+from mcpd.storage.aspect_records import AspectRecord
+from mcpd.themes import encode, sketch_of
 from services.ingest import validation
 from services.ingest.admission import Admission
 from services.ingest.incoming import IncomingBatch, refusal
@@ -71,10 +75,14 @@ class IngestPipeline:
         clock: Clock,
         tail: TailSampler,
         label_values_seen: Callable[[str, str], int],
+        aspects: Callable[[str], Mapping[str, AspectRecord]],
+        sketch_key: bytes,
         limits: RecordLimits,
         admission: Admission,
     ) -> None:
         self._admission = admission
+        self._aspects = aspects
+        self._sketch_key = sketch_key
         self._policies = policies
         self._writer = writer
         self._clock = clock
@@ -207,9 +215,11 @@ class IngestPipeline:
         batch.feedback.append(row)
 
     def _note(self, batch: SignalBatch, policy: ProjectPolicy, row: Any) -> None:
-        validation.check_aspect_note(row)
+        validation.check_aspect_note(row, self._aspects(row["project"]))
         policy.redact("aspect_note", row)
         self._limits.fit_note(row)
+        # The sketch of the text as stored: what the clustering pass compares.
+        row["sketch"] = encode(sketch_of(row["text"], self._sketch_key))
         row["received_at"] = batch.received_at
         batch.aspect_notes.append(row)
 

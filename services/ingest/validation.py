@@ -24,6 +24,7 @@ from mcpd.signals.rows import (
     SpanRow,
     storable_time,
 )
+from mcpd.storage.aspect_records import AspectRecord
 
 _HEX32 = re.compile(r"[0-9a-f]{32}")
 _HEX16 = re.compile(r"[0-9a-f]{16}")
@@ -315,10 +316,30 @@ def check_feedback(row: FeedbackRow) -> None:
     _time(row.get("timestamp"), "timestamp")
 
 
-def check_aspect_note(row: AspectNoteRow) -> None:
-    """A storable aspect note."""
+def check_aspect_note(row: AspectNoteRow, aspects: Mapping[str, AspectRecord]) -> None:
+    """A storable aspect note, filed under an enabled aspect of `aspects` (its project's
+    catalogue, by name) at a version of it that is stored."""
     _identifier(row.get("note_id"), "note_id")
     row["trace_id"] = _trace_id(row.get("trace_id"), "trace_id", required=True) or ""
     _require(bool(row.get("aspect")), "aspect", "aspect is required")
+    _filed_under(row["aspect"], row.get("definition_version"), aspects)
     _require(bool(row.get("text")), "text", "text is required")
     _time(row.get("created_at"), "created_at")
+
+
+def _filed_under(name: str, version: int | None, aspects: Mapping[str, AspectRecord]) -> None:
+    aspect = aspects.get(name)
+    if aspect is None:
+        raise InvalidRecordError(
+            "aspect",
+            f"aspect: {quoted(name)} is not an aspect of this project"
+            f" (it has {', '.join(aspects)})",
+        )
+    if not aspect.enabled:
+        raise InvalidRecordError("aspect", f"aspect: {name} is switched off in this project")
+    # Versions count from 1 without gaps, so every one up to the newest is stored.
+    if version is None or not 1 <= version <= aspect.version:
+        stored = "version 1" if aspect.version == 1 else f"versions 1 to {aspect.version}"
+        raise InvalidRecordError(
+            "definition_version", f"definition_version: {name} has {stored}, got {version or 0}"
+        )

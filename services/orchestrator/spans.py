@@ -83,6 +83,9 @@ def attempt_span(run: Mapping[str, Any], row: AttemptRow, construct: str) -> dic
             "mcpd.step.effect": row["effect"],
         }
     )
+    if error.get("class"):
+        # What the derived outcome note of the run names (services/intelligence/outcomes.py).
+        span.attributes.struct_value.update({"mcpd.step.error_class": error["class"]})
     return codec.encode(span)
 
 

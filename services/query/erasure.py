@@ -3,8 +3,9 @@
 The trace store's counts make up `deleted`; runs and aspect notes are reported beside it, as the
 spec says. Runs belong to the orchestrator, which owns the run store: the query service asks it
 over gRPC (`OrchestratorRuns`, the internal EraseSubjectRuns, with the service credential).
-Datasets are not served by this daemon yet, so `dataset_items_erased` stays absent and
-`datasets` empty.
+Dataset items captured from erased traces are emptied in place (`dataset_items_erased`,
+`datasets`); theme labels and examples copied from erased notes go with them
+(`theme_labels_erased`, `theme_examples_erased`).
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ def erasure_result(
         aspect_notes_erased=counts.aspect_notes,
         dataset_items_erased=counts.dataset_items,
         datasets=counts.datasets,
+        theme_labels_erased=counts.theme_labels,
+        theme_examples_erased=counts.theme_examples,
         unmatchable_identifiers=0,
     )
     notes: list[str] = []

@@ -36,6 +36,8 @@ def _value(table: str, column: sa.Column[Any], project: str, marker: str) -> obj
         return 1.0
     if python_type in (dict, list):
         return {"marker": marker}
+    if python_type is bytes:
+        return marker.encode()
     # Every text column holds the marker, so foreign keys between seeded rows line up.
     return marker
 

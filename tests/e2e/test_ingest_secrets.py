@@ -306,7 +306,7 @@ def batch(planted: Planted, trace_id: str, span_id: str) -> dict[str, Any]:
             {
                 "note_id": f"note-{trace_id}",
                 "trace_id": trace_id,
-                "aspect": "risk",
+                "aspect": "goal",
                 "text": text,
                 "definition_version": 1,
                 "created_at": T1,

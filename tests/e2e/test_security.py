@@ -237,6 +237,8 @@ async def test_a_multi_project_key_must_name_its_project(daemon: DaemonProcess) 
                 "signal": enums_pb2.DELTA_SIGNAL_SPANS,
                 "name": "requests",
                 "scorer_id": "contains",
+                "entity_kind": enums_pb2.ENTITY_KIND_AGENT,
+                "entity_name": "support-bot",
             }
             fields = {
                 k: v for k, v in ids.items() if k in rpc.input_type().DESCRIPTOR.fields_by_name

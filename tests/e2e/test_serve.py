@@ -90,19 +90,20 @@ async def test_capabilities_over_rest_equal_grpc(
 async def test_rest_errors_share_one_shape_through_the_daemon() -> None:
     async with DaemonProcess() as daemon, httpx.AsyncClient(base_url=daemon.http_url) as http:
         missing = await http.get("/v1/api/no-such-route")
-        unimplemented = await http.get("/v1/api/aspects")
+        no_theme = await http.get("/v1/api/intelligence/themes/no-such-theme")
         bad_json = await http.post(
             "/v1/api/ingest", content=b"{not json", headers={"content-type": "application/json"}
         )
     assert missing.status_code == 404
-    assert unimplemented.status_code == 501
+    assert no_theme.status_code == 404
     assert bad_json.status_code == 400
-    for response in (missing, unimplemented, bad_json):
+    for response in (missing, no_theme, bad_json):
         error = response.json()["error"]
         assert set(error) >= {"code", "status", "reason", "message"}
         assert error["code"] == response.status_code
-    assert unimplemented.json()["error"]["status"] == "UNIMPLEMENTED"
-    assert "IntelligenceService/GetAspectCatalogue" in unimplemented.json()["error"]["message"]
+    # A service's own refusal, mapped to the same shape as the gateway's.
+    assert no_theme.json()["error"]["status"] == "NOT_FOUND"
+    assert no_theme.json()["error"]["field"] == "theme_id"
 
 
 async def test_query_and_gateway_as_separate_processes() -> None:

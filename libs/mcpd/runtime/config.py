@@ -260,6 +260,33 @@ class EvaluationSettings:
     slo_slow_burn: float = 6.0
 
 
+# The built-in aspects (goal, sentiment, behaviour, outcome) count towards a project's ceiling.
+BUILT_IN_ASPECTS = 4
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class IntelligenceSettings:
+    """`[intelligence]`: the aspects notes are filed under, and the clustering pass over them.
+
+    `pass_armed` says whether the pass runs at all; it runs every `pass_interval_s` over the
+    notes of the last `window_days`. An aspect of one entity is clustered once it has
+    `min_notes_to_cluster` notes; a pass reads at most `max_notes_per_pass` of them, newest
+    first, `page_size` at a time. `max_aspects` caps the aspects one project defines, the four
+    built-ins included. `aspects_file` is a TOML file of `[[aspects]]` (`mcpd.aspects.config`):
+    custom aspects, and changes to the built-ins, written to the control store (as new versions)
+    when a role starts and when a project is first seen.
+    """
+
+    pass_interval_s: float = 3600.0
+    window_days: int = 7
+    pass_armed: bool = True
+    min_notes_to_cluster: int = 50
+    max_notes_per_pass: int = 20_000
+    page_size: int = 500
+    max_aspects: int = 16
+    aspects_file: Path | None = None
+
+
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Settings:
     """The effective configuration of one mcpd process.
@@ -290,6 +317,7 @@ class Settings:
     retention: RetentionSettings = dataclasses.field(default_factory=RetentionSettings)
     orchestrator: OrchestratorSettings = dataclasses.field(default_factory=OrchestratorSettings)
     evaluation: EvaluationSettings = dataclasses.field(default_factory=EvaluationSettings)
+    intelligence: IntelligenceSettings = dataclasses.field(default_factory=IntelligenceSettings)
     # `[[monitors]]` and `[[slos]]` tables: from the file alone (`mcpd.runtime.watch_config`).
     monitors: tuple[MonitorSettings, ...] = ()
     slos: tuple[SloSettings, ...] = ()
@@ -320,6 +348,7 @@ _SECTIONS: Mapping[str, type] = {
     "retention": RetentionSettings,
     "orchestrator": OrchestratorSettings,
     "evaluation": EvaluationSettings,
+    "intelligence": IntelligenceSettings,
 }
 
 
@@ -512,6 +541,7 @@ def _validate(settings: Settings, sources: Mapping[str, str]) -> None:
             f"must be from {MIN_LEASE_TTL_MS} to {MAX_LEASE_TTL_MS} milliseconds",
         )
     _validate_evaluation(settings.evaluation, fail)
+    _validate_intelligence(settings.intelligence, fail)
     for name, url, schemes in (
         ("postgres_url", storage.postgres_url, _POSTGRES_SCHEMES),
         ("clickhouse_url", storage.clickhouse_url, _CLICKHOUSE_SCHEMES),
@@ -589,6 +619,30 @@ def _validate_evaluation(
         rate = getattr(evaluation, key)
         if not (math.isfinite(rate) and rate > 0):
             raise fail(f"evaluation.{key}", "must be a finite positive burn rate")
+
+
+def _validate_intelligence(
+    intelligence: IntelligenceSettings, fail: Callable[[str, str], InvalidArgument]
+) -> None:
+    interval = intelligence.pass_interval_s
+    if not (math.isfinite(interval) and interval > 0):
+        raise fail("intelligence.pass_interval_s", "must be a finite positive number of seconds")
+    if intelligence.window_days < 1:
+        raise fail("intelligence.window_days", "must be a positive number of days")
+    # One note is not a theme, and a pair is the least that can share wording.
+    floor = intelligence.min_notes_to_cluster
+    if floor < 2:
+        raise fail("intelligence.min_notes_to_cluster", "must be at least 2 notes")
+    ceiling = intelligence.max_notes_per_pass
+    if ceiling < floor:
+        raise fail("intelligence.max_notes_per_pass", "must be at least min_notes_to_cluster")
+    if not 1 <= intelligence.page_size <= ceiling:
+        raise fail("intelligence.page_size", "must be from 1 to max_notes_per_pass notes")
+    if intelligence.max_aspects < BUILT_IN_ASPECTS:
+        raise fail(
+            "intelligence.max_aspects",
+            f"must be at least {BUILT_IN_ASPECTS}, the built-in aspects every project has",
+        )
 
 
 _RETENTION_CAPS = ("spans_days", "logs_days", "metrics_days", "scores_days", "feedback_days")

@@ -591,6 +591,10 @@ def aspect_note_row(msg: telemetry_pb2.AspectNote) -> AspectNoteRow:
         "model": msg.model if has("model") else None,
         "created_at": _unvalidated(nanos_of(msg.created_at) if has("created_at") else None),
         "received_at": _unvalidated(None),
+        # Filed and sketched on the way in (`mcpd.signals.notes`, the ingest pipeline).
+        "entity_kind": None,
+        "entity_name": None,
+        "sketch": None,
     }
     return row
 

@@ -263,7 +263,9 @@ class ErasureCounts:
     it); the other counts also include rows matched on their own correlation. `sessions` counts
     session read-model sessions removed. `dataset_items` counts the dataset items captured from
     the erased traces and emptied in place, `datasets` the datasets they sit in (sorted).
-    `deletes_pending` when the backend applies deletes after returning (ClickHouse)."""
+    `theme_labels` counts theme labels copied from erased notes and blanked, `theme_examples`
+    the erased notes taken out of themes. `deletes_pending` when the backend applies deletes
+    after returning (ClickHouse)."""
 
     traces: int = 0
     spans: int = 0
@@ -275,4 +277,6 @@ class ErasureCounts:
     sessions: int = 0
     dataset_items: int = 0
     datasets: tuple[str, ...] = ()
+    theme_labels: int = 0
+    theme_examples: int = 0
     deletes_pending: bool = False

@@ -227,3 +227,7 @@ class AspectNoteRow(CorrelationColumns, total=False):
     model: str | None
     created_at: int
     received_at: int
+    # Filed when written (`mcpd.signals.notes`); the stored sketch (`mcpd.themes.encode`).
+    entity_kind: str | None
+    entity_name: str | None
+    sketch: bytes | None

@@ -37,7 +37,16 @@ from mcpd.signals.queries import (
     TraceQuery,
     Window,
 )
-from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
+from mcpd.signals.rows import (
+    AspectNoteRow,
+    FeedbackRow,
+    LogRow,
+    MetricRow,
+    ScoreRow,
+    SpanRow,
+    TraceRow,
+)
+from mcpd.storage.aspect_records import AspectRecord
 from mcpd.storage.evaluation_records import (
     DatasetItemRow,
     DatasetRow,
@@ -66,6 +75,18 @@ from mcpd.storage.run_records import (
     RunSnapshot,
     StoredDefinition,
     TimerRow,
+)
+from mcpd.storage.theme_records import (
+    AspectTally,
+    Entity,
+    EntityTally,
+    HistoryRow,
+    MemberRow,
+    PassNote,
+    SnapshotRow,
+    SnapshotWrite,
+    ThemeRow,
+    TraceEnding,
 )
 
 T = TypeVar("T")
@@ -376,6 +397,131 @@ class ExperimentRecords(Protocol):
         ...
 
 
+# --- the intelligence service's part of the trace store -----------------------------------------
+
+
+@runtime_checkable
+class ThemeRecords(Protocol):
+    """Notes filed under entities, and what clustering passes wrote about them: snapshots, their
+    themes, the notes each theme holds and the themes that ended. A snapshot's `ordinal` is
+    counted when read, among the entity's stored snapshots, oldest first from one."""
+
+    def noted_entities(self, window_from: int, window_to: int) -> list[tuple[str, Entity]]:
+        """(project, entity) of every entity with a note created in [window_from, window_to),
+        sorted."""
+        ...
+
+    def pass_notes(
+        self,
+        project: str,
+        entity: Entity,
+        aspect: str,
+        window: tuple[int, int],
+        *,
+        before: tuple[int, str] | None,
+        limit: int,
+    ) -> list[PassNote]:
+        """A page of the entity's notes along `aspect` created in [window), newest first by
+        (created_at, note_id), those before `before` (the previous page's last key)."""
+        ...
+
+    def note_texts(self, project: str, note_ids: Sequence[str]) -> dict[str, str]:
+        """The text of each stored note of `note_ids`."""
+        ...
+
+    def aspect_tallies(self, project: str, entity: Entity | None) -> list[AspectTally]:
+        """Per entity (only `entity` when given) and aspect, the notes stored."""
+        ...
+
+    def entity_tallies(self, project: str, kind: str | None) -> list[EntityTally]:
+        """Per entity (of `kind` when given), the notes stored, every aspect together."""
+        ...
+
+    def write_snapshot(self, project: str, write: SnapshotWrite) -> bool:
+        """Store a pass's snapshot with its themes, members and endings in one transaction;
+        False (and nothing written) when the snapshot id is stored already."""
+        ...
+
+    def snapshots(
+        self, project: str, entity: Entity, *, cutoff_from: int | None, cutoff_to: int | None
+    ) -> list[SnapshotRow]:
+        """The entity's snapshots with a cutoff in [cutoff_from, cutoff_to), oldest first."""
+        ...
+
+    def snapshot(self, project: str, snapshot_id: str) -> SnapshotRow | None:
+        """One snapshot; None when the project has none of that id."""
+        ...
+
+    def latest_snapshots(self, project: str) -> dict[Entity, SnapshotRow]:
+        """Each entity's newest snapshot."""
+        ...
+
+    def snapshot_themes(
+        self, project: str, snapshot_id: str, aspects: Sequence[str] | None
+    ) -> list[ThemeRow]:
+        """The themes of one snapshot (along `aspects` when given), by aspect then theme id."""
+        ...
+
+    def theme_wordings(
+        self, project: str, entity: Entity, aspect: str, before: int
+    ) -> tuple[list[ThemeRow], list[ThemeRow]]:
+        """What a pass at cutoff `before` matches its themes against, along `aspect`: the themes
+        of the entity's newest snapshot before it that covered the aspect, and the newest row of
+        every theme of older snapshots absent from that one."""
+        ...
+
+    def theme_entity(self, project: str, theme_id: str) -> Entity | None:
+        """The entity a theme id was minted for; None when the project never had it."""
+        ...
+
+    def theme_history(self, project: str, theme_id: str, aspect: str | None) -> list[HistoryRow]:
+        """Every point of a theme's history (its rows and its endings), oldest cutoff first."""
+        ...
+
+    def theme_members(
+        self,
+        project: str,
+        snapshot_id: str,
+        aspect: str,
+        theme_id: str,
+        *,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[MemberRow]:
+        """A page of one theme's notes, most similar to its label first by (similarity desc,
+        note_id); `after` is the previous page's last key."""
+        ...
+
+    def member_count(self, project: str, snapshot_id: str, aspect: str, theme_id: str) -> int:
+        """How many notes one theme (or the noise) of a snapshot holds."""
+        ...
+
+    def snapshot_members(
+        self, project: str, snapshot_id: str, aspects: Sequence[str]
+    ) -> list[MemberRow]:
+        """Every member row of a snapshot along `aspects` (what a flow links traces with)."""
+        ...
+
+    def trace_notes(self, project: str, trace_id: str) -> list[AspectNoteRow]:
+        """Every note stored about one trace."""
+        ...
+
+    def trace_starts(self, project: str, trace_ids: Sequence[str]) -> dict[str, int]:
+        """The start time of each stored trace of `trace_ids`."""
+        ...
+
+    def trace_projects(self) -> list[str]:
+        """Every project with a stored trace, sorted."""
+        ...
+
+    def ended_traces(
+        self, project: str, ended: tuple[int, int], *, aspect: str, after: str | None, limit: int
+    ) -> list[TraceEnding]:
+        """A page of the project's complete traces that ended in [ended) and that no note along
+        `aspect` is about, by trace id, those after `after`."""
+        ...
+
+
 @runtime_checkable
 class TraceStore(
     MigratedStore,
@@ -390,6 +536,7 @@ class TraceStore(
     SignalRetention,
     DatasetRecords,
     ExperimentRecords,
+    ThemeRecords,
     Protocol,
 ):
     """Spans, traces, logs, metrics, scores, feedback, aspect notes, themes and facets, datasets
@@ -743,6 +890,22 @@ class WatchStates(Protocol):
 
 
 @runtime_checkable
+class AspectRecords(Protocol):
+    """Every stored version of each project's aspects: the catalogue the intelligence service
+    answers with and ingest checks a note's aspect against (`mcpd.aspects` decides what is
+    stored). A stored version is never changed."""
+
+    def aspects(self, project: str) -> list[AspectRecord]:
+        """The newest version of each of the project's aspects, by sort_order then name."""
+        ...
+
+    def store_aspect_versions(self, records: Sequence[AspectRecord]) -> None:
+        """Store the versions, in one transaction, skipping each whose (project, name, version)
+        is stored already: replicas storing the same version at once store it once."""
+        ...
+
+
+@runtime_checkable
 class ControlStore(
     MigratedStore,
     CredentialReads,
@@ -752,8 +915,9 @@ class ControlStore(
     ProjectCatalog,
     PriceOverrides,
     WatchStates,
+    AspectRecords,
     Protocol,
 ):
-    """Projects, accounts, API key digests, sessions, the audit log, the price book and the
-    monitors' conditions: every part above, for the composition root (every role opens it, to
-    authenticate)."""
+    """Projects, accounts, API key digests, sessions, the audit log, the price book, the
+    monitors' conditions and the aspects: every part above, for the composition root (every role
+    opens it, to authenticate)."""

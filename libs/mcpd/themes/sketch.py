@@ -24,6 +24,7 @@ import hashlib
 import itertools
 import operator
 import re
+import struct
 import unicodedata
 from collections.abc import Sequence
 
@@ -33,6 +34,9 @@ __all__ = [
     "SKETCH_VERSION",
     "Sketch",
     "band_keys",
+    "decode",
+    "deployment_key",
+    "encode",
     "shingles",
     "similarity",
     "sketch_of",
@@ -44,6 +48,8 @@ BANDS = 16
 ROWS = POSITIONS // BANDS
 _PRIME = (1 << 61) - 1
 _WORD = re.compile(r"\w+")
+# The stored form: every position an unsigned 8-byte big-endian integer.
+_STORED = struct.Struct(f">{POSITIONS}Q")
 
 Sketch = tuple[int, ...]
 """POSITIONS integers, each below 2**61 - 1."""
@@ -75,6 +81,31 @@ def sketch_of(text: str, key: bytes) -> Sketch:
         for s in found
     ]
     return tuple(min((a * h + b) % _PRIME for h in bases) for a, b in _PERMUTATIONS)
+
+
+def deployment_key(secret: bytes) -> bytes:
+    """The sketch key of a deployment: 32 bytes derived from one of its secrets (the redaction
+    key), so every process of the deployment sketches alike and the secret itself is never the
+    key of two things."""
+    return hashlib.blake2b(b"mcpd-sketch-key", key=secret[:64], digest_size=32).digest()
+
+
+def encode(sketch: Sequence[int]) -> bytes:
+    """The stored form of a sketch: its positions as 8-byte big-endian integers."""
+    if len(sketch) != POSITIONS:
+        raise ValueError(f"a sketch has {POSITIONS} positions")
+    try:
+        return _STORED.pack(*sketch)
+    except struct.error:
+        # A position out of 0..2**64 - 1: the error `int.to_bytes` names.
+        return b"".join(value.to_bytes(8, "big") for value in sketch)
+
+
+def decode(stored: bytes) -> Sketch:
+    """The sketch `encode` stored."""
+    if len(stored) != POSITIONS * 8:
+        raise ValueError(f"a stored sketch is {POSITIONS * 8} bytes, got {len(stored)}")
+    return _STORED.unpack(stored)
 
 
 def similarity(first: Sequence[int], second: Sequence[int]) -> int:

@@ -4,7 +4,6 @@ through `IngestPipeline.prepare`."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,20 +12,14 @@ import pytest
 
 from mcpd.auth import ALL_SCOPES
 from mcpd.auth.principal import ANONYMOUS, Principal, PrincipalKind
-from mcpd.pricing import load_price_book
-from mcpd.runtime.clock import ManualClock
 from mcpd.runtime.errors import MAX_MESSAGE_LENGTH, QUOTE_LIMIT
 from mcpd.storage import Stores, open_stores
 from mcpd.storage.stored_json import json_size
 from mcpd.testing.templates import SqliteTemplates
-from services.ingest.admission import Admission
-from services.ingest.cardinality import LabelCardinality
 from services.ingest.incoming import IncomingBatch
-from services.ingest.limits import MARKER_KEY, RecordLimits
+from services.ingest.limits import MARKER_KEY
 from services.ingest.pipeline import IngestPipeline
-from services.ingest.policies import ProjectPolicies
-from services.ingest.tail import TailSampler
-from services.ingest.writer import BatchWriter
+from services.ingest.tests.pipelines import build_pipeline
 from tests.libs.signals.samples import log, metric, score, span
 
 LIMIT = 64 * 1024
@@ -49,22 +42,7 @@ def stores(tmp_path: Path, sqlite_templates: SqliteTemplates) -> Iterator[Stores
 
 @pytest.fixture
 def pipeline(stores: Stores) -> IngestPipeline:
-    clock = ManualClock()
-    policies = ProjectPolicies(
-        stores.control,
-        key=secrets.token_bytes(32),
-        book=load_price_book(),
-        monotonic=clock.monotonic,
-    )
-    return IngestPipeline(
-        policies=policies,
-        writer=BatchWriter(stores.trace, monotonic=clock.monotonic),
-        clock=clock,
-        tail=TailSampler(stores.trace, policies, clock),
-        label_values_seen=LabelCardinality(stores.trace, monotonic=clock.monotonic).values_seen,
-        limits=RecordLimits(payload_bytes=LIMIT, attributes=128, span_events=128, span_links=128),
-        admission=Admission(1 << 30),
-    )
+    return build_pipeline(stores, payload_bytes=LIMIT)
 
 
 def _span(**payload: Any) -> Any:

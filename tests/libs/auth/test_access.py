@@ -85,7 +85,9 @@ def test_the_service_credential_reaches_what_services_call_and_nothing_else() ->
         "/mcpd.orchestrator.v1.OrchestratorService/StartRun",
         "/mcpd.orchestrator.v1.OrchestratorService/GetRunOutcomes",
         "/mcpd.orchestrator.v1.OrchestratorService/CancelRun",
-        # The orchestrator's run spans; a scoring pass's scores.
+        # The cause chain of a failed run's step, for its derived outcome note.
+        "/mcpd.orchestrator.v1.OrchestratorService/GetStepCause",
+        # The orchestrator's run spans; a scoring pass's scores; derived outcome notes.
         "/mcpd.ingest.v1.IngestService/Ingest",
         # A scoring pass's runs (GetTraceJson is GetTrace's REST twin, with its access).
         "/mcpd.query.v1.QueryService/ListTraces",

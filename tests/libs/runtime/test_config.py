@@ -11,6 +11,7 @@ import pytest
 from mcpd.runtime.config import (
     EvaluationSettings,
     GrpcSettings,
+    IntelligenceSettings,
     LogFormat,
     SessionsSettings,
     Settings,
@@ -338,6 +339,15 @@ def test_sessions_settings_from_file_and_environment(home: Path, tmp_path: Path)
         ("MCPD_INGEST_MAX_SPAN_LINKS", "many", "ingest.max_span_links"),
         ("MCPD_ORCHESTRATOR_LEASE_TTL_MS", "299", "orchestrator.lease_ttl_ms"),
         ("MCPD_ORCHESTRATOR_LEASE_TTL_MS", "86400001", "orchestrator.lease_ttl_ms"),
+        ("MCPD_INTELLIGENCE_PASS_INTERVAL_S", "0", "intelligence.pass_interval_s"),
+        ("MCPD_INTELLIGENCE_PASS_INTERVAL_S", "inf", "intelligence.pass_interval_s"),
+        ("MCPD_INTELLIGENCE_WINDOW_DAYS", "0", "intelligence.window_days"),
+        ("MCPD_INTELLIGENCE_PASS_ARMED", "sometimes", "intelligence.pass_armed"),
+        ("MCPD_INTELLIGENCE_MIN_NOTES_TO_CLUSTER", "1", "intelligence.min_notes_to_cluster"),
+        ("MCPD_INTELLIGENCE_MAX_NOTES_PER_PASS", "49", "intelligence.max_notes_per_pass"),
+        ("MCPD_INTELLIGENCE_PAGE_SIZE", "0", "intelligence.page_size"),
+        ("MCPD_INTELLIGENCE_PAGE_SIZE", "20001", "intelligence.page_size"),
+        ("MCPD_INTELLIGENCE_MAX_ASPECTS", "3", "intelligence.max_aspects"),
     ],
 )
 def test_invalid_settings_name_the_key_and_variable(
@@ -559,3 +569,44 @@ webhook = "https://hooks.example.com/T0/B0/other-token"
             "enabled": True,
         }
     ]
+
+
+def test_the_intelligence_settings_default_and_are_set_from_file_and_environment(
+    home: Path, tmp_path: Path
+) -> None:
+    assert load_settings(env=_env(home)).intelligence == IntelligenceSettings(
+        pass_interval_s=3600.0,
+        window_days=7,
+        pass_armed=True,
+        min_notes_to_cluster=50,
+        max_notes_per_pass=20_000,
+        page_size=500,
+        max_aspects=16,
+        aspects_file=None,
+    )
+    config = _write(
+        tmp_path / "conf" / "mcpd.toml",
+        '[intelligence]\naspects_file = "aspects.toml"\nwindow_days = 3\n',
+    )
+    intelligence = load_settings(
+        config_path=config,
+        env=_env(
+            home,
+            MCPD_INTELLIGENCE_PASS_ARMED="false",
+            MCPD_INTELLIGENCE_PASS_INTERVAL_S="60",
+            MCPD_INTELLIGENCE_MIN_NOTES_TO_CLUSTER="2",
+            MCPD_INTELLIGENCE_MAX_NOTES_PER_PASS="2",
+            MCPD_INTELLIGENCE_PAGE_SIZE="2",
+            MCPD_INTELLIGENCE_MAX_ASPECTS="4",
+        ),
+    ).intelligence
+    assert intelligence == IntelligenceSettings(
+        pass_interval_s=60.0,
+        window_days=3,
+        pass_armed=False,
+        min_notes_to_cluster=2,
+        max_notes_per_pass=2,
+        page_size=2,
+        max_aspects=4,
+        aspects_file=tmp_path / "conf" / "aspects.toml",
+    )

@@ -185,6 +185,7 @@ def aspect_note(note_id: str, **overrides: Any) -> AspectNoteRow:
         "model": None,
         "created_at": T0,
         "received_at": T0 + 50 * MS,
+        "sketch": None,
     }
     row.update(overrides)
     return cast(AspectNoteRow, row)

@@ -31,6 +31,8 @@ TRACE_TABLES = {
     "aspect_notes",
     "theme_snapshots",
     "themes",
+    "theme_members",
+    "theme_endings",
     "facet_values",
 }
 # The session read model: the same tables on every backend, and PostgreSQL's search vectors.
@@ -90,6 +92,7 @@ CONTROL_TABLES = {
     "audit_log",
     "price_book",
     "watch_states",
+    "aspects",
 }
 CLICKHOUSE_REVISIONS = [
     "0001_initial",
@@ -100,6 +103,7 @@ CLICKHOUSE_REVISIONS = [
     "0006_datasets",
     "0007_rollups",
     "0008_score_rollups",
+    "0009_themes",
 ]
 EXPECTED_TABLES = {"trace": SQL_TRACE_TABLES, "run": RUN_TABLES, "control": CONTROL_TABLES}
 # Every store's revisions, oldest first: what a fresh database has applied after `migrate`.
@@ -114,6 +118,7 @@ REVISIONS = {
         "0007_datasets",
         "0008_rollups",
         "0009_score_rollups",
+        "0010_themes",
     ],
     "run": [
         "0001_initial",
@@ -127,6 +132,7 @@ REVISIONS = {
         "0002_key_owner_audit_order",
         "0003_audit_source_count",
         "0004_watch_states",
+        "0005_aspects",
     ],
 }
 

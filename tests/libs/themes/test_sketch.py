@@ -8,7 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcpd.themes import BANDS, POSITIONS, band_keys, shingles, similarity, sketch_of
+from mcpd.themes import (
+    BANDS,
+    POSITIONS,
+    band_keys,
+    decode,
+    deployment_key,
+    encode,
+    shingles,
+    similarity,
+    sketch_of,
+)
 from tests.libs.themes.seeds import printed_under_seeds
 
 KEY = b"deployment-key-for-tests"
@@ -104,3 +114,19 @@ def test_similarity_is_symmetric_and_full_only_for_equal_shingles(
 
 
 PINNED = "e295235ab484d720"
+
+
+def test_a_sketch_is_stored_as_512_bytes_and_read_back_unchanged() -> None:
+    sketch = sketch_of("the refund was issued twice", b"k" * 32)
+    stored = encode(sketch)
+    assert len(stored) == 512
+    assert decode(stored) == sketch
+    with pytest.raises(ValueError, match="512 bytes"):
+        decode(stored[:-1])
+
+
+def test_the_deployment_key_is_derived_from_a_secret_and_never_the_secret() -> None:
+    key = deployment_key(b"s" * 32)
+    assert len(key) == 32
+    assert key == deployment_key(b"s" * 32)
+    assert key not in (b"s" * 32, deployment_key(b"t" * 32))

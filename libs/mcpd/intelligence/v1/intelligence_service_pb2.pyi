@@ -3,8 +3,12 @@
 isort:skip_file
 """
 
+from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from mcpd.model.v1 import enums_pb2 as _enums_pb2
 import builtins as _builtins
 import sys
@@ -16,6 +20,34 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _SnapshotPresentation:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _SnapshotPresentationEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SnapshotPresentation.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    SNAPSHOT_PRESENTATION_UNSPECIFIED: _SnapshotPresentation.ValueType  # 0
+    """Not set: an inventory."""
+    SNAPSHOT_PRESENTATION_INVENTORY: _SnapshotPresentation.ValueType  # 1
+    """Consecutive snapshots, oldest first, paged."""
+    SNAPSHOT_PRESENTATION_LANDMARKS: _SnapshotPresentation.ValueType  # 2
+    """The range's first and last snapshots and others spread evenly over its time, each with the
+    reason it was chosen.
+    """
+
+class SnapshotPresentation(_SnapshotPresentation, metaclass=_SnapshotPresentationEnumTypeWrapper):
+    """How a snapshot list is chosen."""
+
+SNAPSHOT_PRESENTATION_UNSPECIFIED: SnapshotPresentation.ValueType  # 0
+"""Not set: an inventory."""
+SNAPSHOT_PRESENTATION_INVENTORY: SnapshotPresentation.ValueType  # 1
+"""Consecutive snapshots, oldest first, paged."""
+SNAPSHOT_PRESENTATION_LANDMARKS: SnapshotPresentation.ValueType  # 2
+"""The range's first and last snapshots and others spread evenly over its time, each with the
+reason it was chosen.
+"""
+Global___SnapshotPresentation: _TypeAlias = SnapshotPresentation  # noqa: Y015
 
 @_typing.final
 class GetAspectCatalogueRequest(_message.Message):
@@ -125,6 +157,10 @@ class ListSnapshotsRequest(_message.Message):
     ENTITY_NAME_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
+    FROM_FIELD_NUMBER: _builtins.int
+    TO_FIELD_NUMBER: _builtins.int
+    PRESENTATION_FIELD_NUMBER: _builtins.int
+    POINTS_FIELD_NUMBER: _builtins.int
     project: _builtins.str
     """Project selector."""
     entity_kind: _enums_pb2.EntityKind.ValueType
@@ -135,6 +171,16 @@ class ListSnapshotsRequest(_message.Message):
     """Opaque cursor from a previous page."""
     limit: _builtins.int
     """Page size."""
+    presentation: Global___SnapshotPresentation.ValueType
+    """Consecutive snapshots (inventory, the default) or a chosen few (landmarks)."""
+    points: _builtins.int
+    """With landmarks: how many snapshots to choose, the range's two ends included (2 to 100,
+    default 24).
+    """
+    @_builtins.property
+    def to(self) -> _timestamp_pb2.Timestamp:
+        """Only snapshots whose cutoff is before this time."""
+
     def __init__(
         self,
         *,
@@ -143,19 +189,30 @@ class ListSnapshotsRequest(_message.Message):
         entity_name: _builtins.str = ...,
         cursor: _builtins.str | None = ...,
         limit: _builtins.int | None = ...,
+        to: _timestamp_pb2.Timestamp | None = ...,
+        presentation: Global___SnapshotPresentation.ValueType | None = ...,
+        points: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_limit", b"_limit", "cursor", b"cursor", "limit", b"limit"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_limit", b"_limit", "_points", b"_points", "_presentation", b"_presentation", "cursor", b"cursor", "from", b"from", "limit", b"limit", "points", b"points", "presentation", b"presentation", "to", b"to"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_limit", b"_limit", "cursor", b"cursor", "entity_kind", b"entity_kind", "entity_name", b"entity_name", "limit", b"limit", "project", b"project"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cursor", b"_cursor", "_limit", b"_limit", "_points", b"_points", "_presentation", b"_presentation", "cursor", b"cursor", "entity_kind", b"entity_kind", "entity_name", b"entity_name", "from", b"from", "limit", b"limit", "points", b"points", "presentation", b"presentation", "project", b"project", "to", b"to"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__cursor: _TypeAlias = _typing.Literal["cursor"]  # noqa: Y015
     _WhichOneofArgType__cursor: _TypeAlias = _typing.Literal["_cursor", b"_cursor"]  # noqa: Y015
     _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
     _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
+    _WhichOneofReturnType__points: _TypeAlias = _typing.Literal["points"]  # noqa: Y015
+    _WhichOneofArgType__points: _TypeAlias = _typing.Literal["_points", b"_points"]  # noqa: Y015
+    _WhichOneofReturnType__presentation: _TypeAlias = _typing.Literal["presentation"]  # noqa: Y015
+    _WhichOneofArgType__presentation: _TypeAlias = _typing.Literal["_presentation", b"_presentation"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__cursor) -> _WhichOneofReturnType__cursor | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__limit) -> _WhichOneofReturnType__limit | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__points) -> _WhichOneofReturnType__points | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__presentation) -> _WhichOneofReturnType__presentation | None: ...
 
 Global___ListSnapshotsRequest: _TypeAlias = ListSnapshotsRequest  # noqa: Y015
 
@@ -169,6 +226,8 @@ class GetThemeFlowRequest(_message.Message):
     ENTITY_KIND_FIELD_NUMBER: _builtins.int
     ENTITY_NAME_FIELD_NUMBER: _builtins.int
     SNAPSHOT_ID_FIELD_NUMBER: _builtins.int
+    ASPECTS_FIELD_NUMBER: _builtins.int
+    THEME_LIMIT_PER_STAGE_FIELD_NUMBER: _builtins.int
     project: _builtins.str
     """Project selector."""
     entity_kind: _enums_pb2.EntityKind.ValueType
@@ -177,6 +236,16 @@ class GetThemeFlowRequest(_message.Message):
     """Entity name."""
     snapshot_id: _builtins.str
     """The snapshot; the current one when absent."""
+    theme_limit_per_stage: _builtins.int
+    """How many themes each stage shows before it folds the rest into one overflow node (1 to 50,
+    default 8).
+    """
+    @_builtins.property
+    def aspects(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The aspects, two to four, in the order of the stages. The snapshot's first aspects in
+        catalogue order when absent.
+        """
+
     def __init__(
         self,
         *,
@@ -184,14 +253,21 @@ class GetThemeFlowRequest(_message.Message):
         entity_kind: _enums_pb2.EntityKind.ValueType = ...,
         entity_name: _builtins.str = ...,
         snapshot_id: _builtins.str | None = ...,
+        aspects: _abc.Iterable[_builtins.str] | None = ...,
+        theme_limit_per_stage: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_snapshot_id", b"_snapshot_id", "snapshot_id", b"snapshot_id"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_snapshot_id", b"_snapshot_id", "_theme_limit_per_stage", b"_theme_limit_per_stage", "snapshot_id", b"snapshot_id", "theme_limit_per_stage", b"theme_limit_per_stage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_snapshot_id", b"_snapshot_id", "entity_kind", b"entity_kind", "entity_name", b"entity_name", "project", b"project", "snapshot_id", b"snapshot_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_snapshot_id", b"_snapshot_id", "_theme_limit_per_stage", b"_theme_limit_per_stage", "aspects", b"aspects", "entity_kind", b"entity_kind", "entity_name", b"entity_name", "project", b"project", "snapshot_id", b"snapshot_id", "theme_limit_per_stage", b"theme_limit_per_stage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__snapshot_id: _TypeAlias = _typing.Literal["snapshot_id"]  # noqa: Y015
     _WhichOneofArgType__snapshot_id: _TypeAlias = _typing.Literal["_snapshot_id", b"_snapshot_id"]  # noqa: Y015
+    _WhichOneofReturnType__theme_limit_per_stage: _TypeAlias = _typing.Literal["theme_limit_per_stage"]  # noqa: Y015
+    _WhichOneofArgType__theme_limit_per_stage: _TypeAlias = _typing.Literal["_theme_limit_per_stage", b"_theme_limit_per_stage"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__snapshot_id) -> _WhichOneofReturnType__snapshot_id | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__theme_limit_per_stage) -> _WhichOneofReturnType__theme_limit_per_stage | None: ...
 
 Global___GetThemeFlowRequest: _TypeAlias = GetThemeFlowRequest  # noqa: Y015
 

@@ -109,7 +109,7 @@ class IntelligenceServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListSnapshots(self, request, context):
-        """One entity's series of snapshots, newest first.
+        """One entity's series of snapshots, oldest first: consecutive, or chosen landmarks.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

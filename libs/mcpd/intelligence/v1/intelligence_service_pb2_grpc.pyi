@@ -41,7 +41,7 @@ class IntelligenceServiceStub:
     GetAspectProgress: _grpc.UnaryUnaryMultiCallable[_intelligence_service_pb2.EntityRequest, _intelligence_pb2.AspectProgress]
     """How far one entity's aspects have got."""
     ListSnapshots: _grpc.UnaryUnaryMultiCallable[_intelligence_service_pb2.ListSnapshotsRequest, _intelligence_pb2.SnapshotListResponse]
-    """One entity's series of snapshots, newest first."""
+    """One entity's series of snapshots, oldest first: consecutive, or chosen landmarks."""
     GetThemeFlow: _grpc.UnaryUnaryMultiCallable[_intelligence_service_pb2.GetThemeFlowRequest, _intelligence_pb2.ThemeFlow]
     """The flow of themes across aspects in one snapshot."""
     GetTheme: _grpc.UnaryUnaryMultiCallable[_intelligence_service_pb2.GetThemeRequest, _intelligence_pb2.ThemeDetail]
@@ -65,7 +65,7 @@ class IntelligenceServiceAsyncStub(IntelligenceServiceStub):
     GetAspectProgress: _aio.UnaryUnaryMultiCallable[_intelligence_service_pb2.EntityRequest, _intelligence_pb2.AspectProgress]  # type: ignore[assignment]
     """How far one entity's aspects have got."""
     ListSnapshots: _aio.UnaryUnaryMultiCallable[_intelligence_service_pb2.ListSnapshotsRequest, _intelligence_pb2.SnapshotListResponse]  # type: ignore[assignment]
-    """One entity's series of snapshots, newest first."""
+    """One entity's series of snapshots, oldest first: consecutive, or chosen landmarks."""
     GetThemeFlow: _aio.UnaryUnaryMultiCallable[_intelligence_service_pb2.GetThemeFlowRequest, _intelligence_pb2.ThemeFlow]  # type: ignore[assignment]
     """The flow of themes across aspects in one snapshot."""
     GetTheme: _aio.UnaryUnaryMultiCallable[_intelligence_service_pb2.GetThemeRequest, _intelligence_pb2.ThemeDetail]  # type: ignore[assignment]
@@ -106,7 +106,7 @@ class IntelligenceServiceServicer:
         request: _intelligence_service_pb2.ListSnapshotsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_intelligence_pb2.SnapshotListResponse, _abc.Awaitable[_intelligence_pb2.SnapshotListResponse]]:
-        """One entity's series of snapshots, newest first."""
+        """One entity's series of snapshots, oldest first: consecutive, or chosen landmarks."""
 
     def GetThemeFlow(
         self,

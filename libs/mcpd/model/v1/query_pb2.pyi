@@ -726,6 +726,8 @@ class ErasureResult(_message.Message):
     DELETES_PENDING_FIELD_NUMBER: _builtins.int
     UNMATCHABLE_IDENTIFIERS_FIELD_NUMBER: _builtins.int
     NOTE_FIELD_NUMBER: _builtins.int
+    THEME_LABELS_ERASED_FIELD_NUMBER: _builtins.int
+    THEME_EXAMPLES_ERASED_FIELD_NUMBER: _builtins.int
     project: _builtins.str
     """The project the erasure ran in. No other project was read or touched."""
     traces: _builtins.int
@@ -776,6 +778,12 @@ class ErasureResult(_message.Message):
     """Why the numbers above may not be the whole answer, in sentences an operator can repeat. Absent
     when they are the whole answer.
     """
+    theme_labels_erased: _builtins.int
+    """How many theme labels were copied from an erased note and are blank now. A label is the text of
+    one note, so it goes with the note; the theme stays, with its counts. Not part of deleted.
+    """
+    theme_examples_erased: _builtins.int
+    """How many erased notes were taken out of the themes they were examples of. Not part of deleted."""
     @_builtins.property
     def datasets(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The datasets those emptied cases sit in, so the reply can say where they are."""
@@ -799,10 +807,12 @@ class ErasureResult(_message.Message):
         deletes_pending: _builtins.bool | None = ...,
         unmatchable_identifiers: _builtins.int | None = ...,
         note: _builtins.str | None = ...,
+        theme_labels_erased: _builtins.int | None = ...,
+        theme_examples_erased: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_aspect_notes_erased", b"_aspect_notes_erased", "_dataset_items_erased", b"_dataset_items_erased", "_deletes_pending", b"_deletes_pending", "_note", b"_note", "_runs_erased", b"_runs_erased", "_runs_in_flight", b"_runs_in_flight", "_unmatchable_identifiers", b"_unmatchable_identifiers", "aspect_notes_erased", b"aspect_notes_erased", "dataset_items_erased", b"dataset_items_erased", "deletes_pending", b"deletes_pending", "note", b"note", "runs_erased", b"runs_erased", "runs_in_flight", b"runs_in_flight", "unmatchable_identifiers", b"unmatchable_identifiers"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_aspect_notes_erased", b"_aspect_notes_erased", "_dataset_items_erased", b"_dataset_items_erased", "_deletes_pending", b"_deletes_pending", "_note", b"_note", "_runs_erased", b"_runs_erased", "_runs_in_flight", b"_runs_in_flight", "_theme_examples_erased", b"_theme_examples_erased", "_theme_labels_erased", b"_theme_labels_erased", "_unmatchable_identifiers", b"_unmatchable_identifiers", "aspect_notes_erased", b"aspect_notes_erased", "dataset_items_erased", b"dataset_items_erased", "deletes_pending", b"deletes_pending", "note", b"note", "runs_erased", b"runs_erased", "runs_in_flight", b"runs_in_flight", "theme_examples_erased", b"theme_examples_erased", "theme_labels_erased", b"theme_labels_erased", "unmatchable_identifiers", b"unmatchable_identifiers"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_aspect_notes_erased", b"_aspect_notes_erased", "_dataset_items_erased", b"_dataset_items_erased", "_deletes_pending", b"_deletes_pending", "_note", b"_note", "_runs_erased", b"_runs_erased", "_runs_in_flight", b"_runs_in_flight", "_unmatchable_identifiers", b"_unmatchable_identifiers", "aspect_notes_erased", b"aspect_notes_erased", "dataset_items_erased", b"dataset_items_erased", "datasets", b"datasets", "deleted", b"deleted", "deletes_pending", b"deletes_pending", "feedback", b"feedback", "logs", b"logs", "metrics", b"metrics", "note", b"note", "project", b"project", "runs_erased", b"runs_erased", "runs_in_flight", b"runs_in_flight", "scores", b"scores", "spans", b"spans", "traces", b"traces", "unmatchable_identifiers", b"unmatchable_identifiers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_aspect_notes_erased", b"_aspect_notes_erased", "_dataset_items_erased", b"_dataset_items_erased", "_deletes_pending", b"_deletes_pending", "_note", b"_note", "_runs_erased", b"_runs_erased", "_runs_in_flight", b"_runs_in_flight", "_theme_examples_erased", b"_theme_examples_erased", "_theme_labels_erased", b"_theme_labels_erased", "_unmatchable_identifiers", b"_unmatchable_identifiers", "aspect_notes_erased", b"aspect_notes_erased", "dataset_items_erased", b"dataset_items_erased", "datasets", b"datasets", "deleted", b"deleted", "deletes_pending", b"deletes_pending", "feedback", b"feedback", "logs", b"logs", "metrics", b"metrics", "note", b"note", "project", b"project", "runs_erased", b"runs_erased", "runs_in_flight", b"runs_in_flight", "scores", b"scores", "spans", b"spans", "theme_examples_erased", b"theme_examples_erased", "theme_labels_erased", b"theme_labels_erased", "traces", b"traces", "unmatchable_identifiers", b"unmatchable_identifiers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__aspect_notes_erased: _TypeAlias = _typing.Literal["aspect_notes_erased"]  # noqa: Y015
     _WhichOneofArgType__aspect_notes_erased: _TypeAlias = _typing.Literal["_aspect_notes_erased", b"_aspect_notes_erased"]  # noqa: Y015
@@ -816,6 +826,10 @@ class ErasureResult(_message.Message):
     _WhichOneofArgType__runs_erased: _TypeAlias = _typing.Literal["_runs_erased", b"_runs_erased"]  # noqa: Y015
     _WhichOneofReturnType__runs_in_flight: _TypeAlias = _typing.Literal["runs_in_flight"]  # noqa: Y015
     _WhichOneofArgType__runs_in_flight: _TypeAlias = _typing.Literal["_runs_in_flight", b"_runs_in_flight"]  # noqa: Y015
+    _WhichOneofReturnType__theme_examples_erased: _TypeAlias = _typing.Literal["theme_examples_erased"]  # noqa: Y015
+    _WhichOneofArgType__theme_examples_erased: _TypeAlias = _typing.Literal["_theme_examples_erased", b"_theme_examples_erased"]  # noqa: Y015
+    _WhichOneofReturnType__theme_labels_erased: _TypeAlias = _typing.Literal["theme_labels_erased"]  # noqa: Y015
+    _WhichOneofArgType__theme_labels_erased: _TypeAlias = _typing.Literal["_theme_labels_erased", b"_theme_labels_erased"]  # noqa: Y015
     _WhichOneofReturnType__unmatchable_identifiers: _TypeAlias = _typing.Literal["unmatchable_identifiers"]  # noqa: Y015
     _WhichOneofArgType__unmatchable_identifiers: _TypeAlias = _typing.Literal["_unmatchable_identifiers", b"_unmatchable_identifiers"]  # noqa: Y015
     @_typing.overload
@@ -830,6 +844,10 @@ class ErasureResult(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__runs_erased) -> _WhichOneofReturnType__runs_erased | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__runs_in_flight) -> _WhichOneofReturnType__runs_in_flight | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__theme_examples_erased) -> _WhichOneofReturnType__theme_examples_erased | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__theme_labels_erased) -> _WhichOneofReturnType__theme_labels_erased | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__unmatchable_identifiers) -> _WhichOneofReturnType__unmatchable_identifiers | None: ...
 

@@ -26,9 +26,17 @@ from mcpd.signals.queries import (
     TraceQuery,
     Window,
 )
-from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
+from mcpd.signals.rows import (
+    AspectNoteRow,
+    FeedbackRow,
+    LogRow,
+    MetricRow,
+    ScoreRow,
+    SpanRow,
+    TraceRow,
+)
 from mcpd.storage import capabilities
-from mcpd.storage.clickhouse import evaluation
+from mcpd.storage.clickhouse import evaluation, themes
 from mcpd.storage.clickhouse import migrate as clickhouse_migrate
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
 from mcpd.storage.clickhouse.signals import ClickHouseSignals, erasure, lists, score_rollups
@@ -39,6 +47,18 @@ from mcpd.storage.evaluation_records import (
     ExperimentItemRow,
     ExperimentRow,
     ExperimentScore,
+)
+from mcpd.storage.theme_records import (
+    AspectTally,
+    Entity,
+    EntityTally,
+    HistoryRow,
+    MemberRow,
+    PassNote,
+    SnapshotRow,
+    SnapshotWrite,
+    ThemeRow,
+    TraceEnding,
 )
 
 
@@ -264,6 +284,120 @@ class ClickHouseTraceStore:
     def experiment_cost(self, project: str, experiment_id: str) -> ExperimentCost:
         """An experiment's trace count and cost."""
         return evaluation.experiment_cost(self._executor, project, experiment_id)
+
+    # --- the intelligence service's records (`ThemeRecords`) ---------------------------------
+    # A snapshot is written once without a transaction: see `mcpd.storage.clickhouse.themes`.
+
+    def noted_entities(self, window_from: int, window_to: int) -> list[tuple[str, Entity]]:
+        """Every (project, entity) with a note created in the window."""
+        return themes.noted_entities(self._executor, window_from, window_to)
+
+    def pass_notes(
+        self,
+        project: str,
+        entity: Entity,
+        aspect: str,
+        window: tuple[int, int],
+        *,
+        before: tuple[int, str] | None,
+        limit: int,
+    ) -> list[PassNote]:
+        """A page of one entity's notes along one aspect, newest first."""
+        return themes.pass_notes(self._executor, project, entity, aspect, window, before, limit)
+
+    def note_texts(self, project: str, note_ids: Sequence[str]) -> dict[str, str]:
+        """The text of each stored note of `note_ids`."""
+        return themes.note_texts(self._executor, project, note_ids)
+
+    def aspect_tallies(self, project: str, entity: Entity | None) -> list[AspectTally]:
+        """Per entity and aspect, the notes stored."""
+        return themes.aspect_tallies(self._executor, project, entity)
+
+    def entity_tallies(self, project: str, kind: str | None) -> list[EntityTally]:
+        """Per entity, the notes stored."""
+        return themes.entity_tallies(self._executor, project, kind)
+
+    def write_snapshot(self, project: str, write: SnapshotWrite) -> bool:
+        """Store a pass's snapshot whole, unless it is stored already."""
+        return themes.write_snapshot(self._executor, project, write)
+
+    def snapshots(
+        self, project: str, entity: Entity, *, cutoff_from: int | None, cutoff_to: int | None
+    ) -> list[SnapshotRow]:
+        """One entity's snapshots in a cutoff range, oldest first."""
+        return themes.snapshots(self._executor, project, entity, cutoff_from, cutoff_to)
+
+    def snapshot(self, project: str, snapshot_id: str) -> SnapshotRow | None:
+        """One snapshot."""
+        return themes.snapshot(self._executor, project, snapshot_id)
+
+    def latest_snapshots(self, project: str) -> dict[Entity, SnapshotRow]:
+        """Each entity's newest snapshot."""
+        return themes.latest_snapshots(self._executor, project)
+
+    def snapshot_themes(
+        self, project: str, snapshot_id: str, aspects: Sequence[str] | None
+    ) -> list[ThemeRow]:
+        """The themes of one snapshot."""
+        return themes.snapshot_themes(self._executor, project, snapshot_id, aspects)
+
+    def theme_wordings(
+        self, project: str, entity: Entity, aspect: str, before: int
+    ) -> tuple[list[ThemeRow], list[ThemeRow]]:
+        """The themes a pass at `before` matches its own against."""
+        return themes.theme_wordings(self._executor, project, entity, aspect, before)
+
+    def theme_entity(self, project: str, theme_id: str) -> Entity | None:
+        """The entity of a theme id."""
+        return themes.theme_entity(self._executor, project, theme_id)
+
+    def theme_history(self, project: str, theme_id: str, aspect: str | None) -> list[HistoryRow]:
+        """Every point of a theme's history, oldest first."""
+        return themes.theme_history(self._executor, project, theme_id, aspect)
+
+    def theme_members(
+        self,
+        project: str,
+        snapshot_id: str,
+        aspect: str,
+        theme_id: str,
+        *,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[MemberRow]:
+        """A page of one theme's notes, most similar to its label first."""
+        return themes.theme_members_page(
+            self._executor, project, snapshot_id, aspect, theme_id, after, limit
+        )
+
+    def member_count(self, project: str, snapshot_id: str, aspect: str, theme_id: str) -> int:
+        """How many notes one theme of a snapshot holds."""
+        return themes.theme_member_count(self._executor, project, snapshot_id, aspect, theme_id)
+
+    def snapshot_members(
+        self, project: str, snapshot_id: str, aspects: Sequence[str]
+    ) -> list[MemberRow]:
+        """Every member row of a snapshot along `aspects`."""
+        return themes.snapshot_members(self._executor, project, snapshot_id, aspects)
+
+    def trace_notes(self, project: str, trace_id: str) -> list[AspectNoteRow]:
+        """Every note about one trace."""
+        return themes.trace_notes(self._executor, project, trace_id)
+
+    def trace_starts(self, project: str, trace_ids: Sequence[str]) -> dict[str, int]:
+        """The start time of each stored trace of `trace_ids`."""
+        return themes.trace_starts(self._executor, project, trace_ids)
+
+    def trace_projects(self) -> list[str]:
+        """Every project with a stored trace, sorted."""
+        return themes.trace_projects(self._executor)
+
+    def ended_traces(
+        self, project: str, ended: tuple[int, int], *, aspect: str, after: str | None, limit: int
+    ) -> list[TraceEnding]:
+        """A page of the project's complete traces that ended in the range with no note along
+        `aspect`, by trace id."""
+        return themes.ended_traces(self._executor, project, ended, aspect, after, limit)
 
     def close(self) -> None:
         """Close the executor. Idempotent."""

@@ -1,4 +1,5 @@
-"""The control store on SQLite and PostgreSQL: projects, accounts, sessions, keys, audit log.
+"""The control store on SQLite and PostgreSQL: projects, accounts, sessions, keys, audit log,
+price overrides, the monitors' conditions and the aspects.
 
 Credentials arrive here as digests and hashes only, and no method logs, or puts in an error
 message, a digest, a hash or an email. Each write is one transaction; conflicts are detected
@@ -9,7 +10,7 @@ refused write leaves nothing behind.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
+from dataclasses import asdict, fields
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -18,9 +19,13 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     RowMapping,
+    Select,
     Table,
+    and_,
+    bindparam,
     delete,
     exists,
+    func,
     or_,
     select,
     update,
@@ -31,6 +36,7 @@ from sqlalchemy.sql.dml import Insert
 from mcpd.model.v1 import account_pb2
 from mcpd.runtime.clock import Clock, SystemClock, epoch_nanos
 from mcpd.runtime.errors import AlreadyExists, InvalidArgument, NotFound, quoted
+from mcpd.storage.aspect_records import AspectRecord
 from mcpd.storage.records import (
     AuditPage,
     StoredAccount,
@@ -47,6 +53,7 @@ from mcpd.storage.sql.schema.control import (
     account_sessions,
     accounts,
     api_keys,
+    aspects,
     audit_log,
     price_book,
     projects,
@@ -299,6 +306,22 @@ class SqlControlStore(SqlStore):
         with self._engine.begin() as conn:
             conn.execute(upsert(watch_states, self._dialect, _WATCH_COLUMNS), [row])
 
+    # Aspects: a row per version, never changed (an edit is the next version)
+
+    def aspects(self, project: str) -> list[AspectRecord]:
+        """The newest version of each of the project's aspects, by sort_order then name."""
+        with read_connection(self._engine) as conn:
+            rows = conn.execute(_NEWEST_ASPECTS, {"project": project}).mappings().all()
+        return [AspectRecord(**row) for row in rows]
+
+    def store_aspect_versions(self, records: Sequence[AspectRecord]) -> None:
+        """Store the versions, in one transaction, skipping each whose (project, name, version)
+        is stored already."""
+        if not records:
+            return
+        with self._engine.begin() as conn:
+            conn.execute(insert_ignore(aspects, self._dialect), [asdict(r) for r in records])
+
     def has_credentials(self) -> bool:
         """Whether an account or an unrevoked key exists: two EXISTS probes, one round trip."""
         with read_connection(self._engine) as conn:
@@ -419,3 +442,25 @@ def _record(record_type: type[_Record], row: RowMapping) -> _Record:
 
 
 _WATCH_COLUMNS = ("condition", "tripped_at", "last", "updated_at")
+
+
+def _newest_aspects() -> Select[Any]:
+    """The newest version of each of one project's aspects (`:project`), in catalogue order;
+    the primary key finds each name's highest version."""
+    a = aspects.c
+    newest = (
+        select(a.name, func.max(a.version).label("version"))
+        .where(a.project == bindparam("project"))
+        .group_by(a.name)
+        .subquery()
+    )
+    return (
+        select(aspects)
+        .join(newest, and_(a.name == newest.c.name, a.version == newest.c.version))
+        .where(a.project == bindparam("project"))
+        .order_by(a.sort_order, a.name)
+    )
+
+
+# Read on every cache miss of every replica's catalogue: built once.
+_NEWEST_ASPECTS = _newest_aspects()

@@ -8,10 +8,12 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
 
 from mcpd.model.v1 import query_pb2
 from mcpd.sessions.traces import FollowedWrite, TraceWriteFollower
 from mcpd.signals.batch import HeldTrace, SignalBatch, TraceRecords
+from mcpd.signals.notes import Root, file_notes
 from mcpd.signals.queries import (
     CostPoint,
     DeltaPage,
@@ -28,7 +30,15 @@ from mcpd.signals.queries import (
     TraceQuery,
     Window,
 )
-from mcpd.signals.rows import FeedbackRow, LogRow, MetricRow, ScoreRow, SpanRow, TraceRow
+from mcpd.signals.rows import (
+    AspectNoteRow,
+    FeedbackRow,
+    LogRow,
+    MetricRow,
+    ScoreRow,
+    SpanRow,
+    TraceRow,
+)
 from mcpd.storage import capabilities
 from mcpd.storage.evaluation_records import (
     DatasetItemRow,
@@ -59,6 +69,7 @@ from mcpd.storage.sql import (
     run_shapes,
     runs,
     signals,
+    themes,
     transitions,
 )
 from mcpd.storage.sql.base import SqlStore
@@ -68,6 +79,18 @@ from mcpd.storage.sql.group_commit import GroupCommit
 from mcpd.storage.sql.schema import StoreName
 from mcpd.storage.sql.signals import analytics, deltas, erasure, lists, score_rollups
 from mcpd.storage.sql.statistics import PlannerStatistics
+from mcpd.storage.theme_records import (
+    AspectTally,
+    Entity,
+    EntityTally,
+    HistoryRow,
+    MemberRow,
+    PassNote,
+    SnapshotRow,
+    SnapshotWrite,
+    ThemeRow,
+    TraceEnding,
+)
 
 T = TypeVar("T")
 
@@ -98,6 +121,7 @@ class SqlTraceStore(SqlStore):
         follower, if any, prepares before it and follows inside it."""
         if not batches:
             return []
+        file_notes(batches, self._stored_roots)
         bound = signals.bind_batches(self._dialect, batches)
         follower = self._follower
         prepared = follower.prepare(bound.span_rows()) if follower is not None else None
@@ -361,6 +385,131 @@ class SqlTraceStore(SqlStore):
         """An experiment's trace count and cost."""
         with read_connection(self._engine) as conn:
             return evaluation.experiment_cost(conn, project, experiment_id)
+
+    # --- the intelligence service's records (`ThemeRecords`) ---------------------------------
+
+    def noted_entities(self, window_from: int, window_to: int) -> list[tuple[str, Entity]]:
+        """Every (project, entity) with a note created in the window."""
+        return self._read(themes.noted_entities, window_from, window_to)
+
+    def pass_notes(
+        self,
+        project: str,
+        entity: Entity,
+        aspect: str,
+        window: tuple[int, int],
+        *,
+        before: tuple[int, str] | None,
+        limit: int,
+    ) -> list[PassNote]:
+        """A page of one entity's notes along one aspect, newest first."""
+        return self._read(themes.pass_notes, project, entity, aspect, window, before, limit)
+
+    def note_texts(self, project: str, note_ids: Sequence[str]) -> dict[str, str]:
+        """The text of each stored note of `note_ids`."""
+        return self._read(themes.note_texts, project, note_ids)
+
+    def aspect_tallies(self, project: str, entity: Entity | None) -> list[AspectTally]:
+        """Per entity and aspect, the notes stored."""
+        return self._read(themes.aspect_tallies, project, entity)
+
+    def entity_tallies(self, project: str, kind: str | None) -> list[EntityTally]:
+        """Per entity, the notes stored."""
+        return self._read(themes.entity_tallies, project, kind)
+
+    def write_snapshot(self, project: str, write: SnapshotWrite) -> bool:
+        """Store a pass's snapshot whole, unless it is stored already."""
+        try:
+            with self._engine.begin() as conn:
+                return themes.write_snapshot(conn, project, write)
+        except IntegrityError:
+            # Another replica wrote the same snapshot between the check and the insert.
+            return False
+
+    def snapshots(
+        self, project: str, entity: Entity, *, cutoff_from: int | None, cutoff_to: int | None
+    ) -> list[SnapshotRow]:
+        """One entity's snapshots in a cutoff range, oldest first."""
+        return self._read(themes.snapshots, project, entity, cutoff_from, cutoff_to)
+
+    def snapshot(self, project: str, snapshot_id: str) -> SnapshotRow | None:
+        """One snapshot."""
+        return self._read(themes.snapshot, project, snapshot_id)
+
+    def latest_snapshots(self, project: str) -> dict[Entity, SnapshotRow]:
+        """Each entity's newest snapshot."""
+        return self._read(themes.latest_snapshots, project)
+
+    def snapshot_themes(
+        self, project: str, snapshot_id: str, aspects: Sequence[str] | None
+    ) -> list[ThemeRow]:
+        """The themes of one snapshot."""
+        return self._read(themes.snapshot_themes, project, snapshot_id, aspects)
+
+    def theme_wordings(
+        self, project: str, entity: Entity, aspect: str, before: int
+    ) -> tuple[list[ThemeRow], list[ThemeRow]]:
+        """The themes a pass at `before` matches its own against."""
+        return self._read(themes.theme_wordings, project, entity, aspect, before)
+
+    def theme_entity(self, project: str, theme_id: str) -> Entity | None:
+        """The entity of a theme id."""
+        return self._read(themes.theme_entity, project, theme_id)
+
+    def theme_history(self, project: str, theme_id: str, aspect: str | None) -> list[HistoryRow]:
+        """Every point of a theme's history, oldest first."""
+        return self._read(themes.theme_history, project, theme_id, aspect)
+
+    def theme_members(
+        self,
+        project: str,
+        snapshot_id: str,
+        aspect: str,
+        theme_id: str,
+        *,
+        after: tuple[int, str] | None,
+        limit: int,
+    ) -> list[MemberRow]:
+        """A page of one theme's notes, most similar to its label first."""
+        return self._read(
+            themes.theme_members_page, project, snapshot_id, aspect, theme_id, after, limit
+        )
+
+    def member_count(self, project: str, snapshot_id: str, aspect: str, theme_id: str) -> int:
+        """How many notes one theme of a snapshot holds."""
+        return self._read(themes.theme_member_count, project, snapshot_id, aspect, theme_id)
+
+    def snapshot_members(
+        self, project: str, snapshot_id: str, aspects: Sequence[str]
+    ) -> list[MemberRow]:
+        """Every member row of a snapshot along `aspects`."""
+        return self._read(themes.snapshot_members, project, snapshot_id, aspects)
+
+    def trace_notes(self, project: str, trace_id: str) -> list[AspectNoteRow]:
+        """Every note about one trace."""
+        return self._read(themes.trace_notes, project, trace_id)
+
+    def trace_starts(self, project: str, trace_ids: Sequence[str]) -> dict[str, int]:
+        """The start time of each stored trace of `trace_ids`."""
+        return self._read(themes.trace_starts, project, trace_ids)
+
+    def trace_projects(self) -> list[str]:
+        """Every project with a stored trace."""
+        return self._read(themes.trace_projects)
+
+    def ended_traces(
+        self, project: str, ended: tuple[int, int], *, aspect: str, after: str | None, limit: int
+    ) -> list[TraceEnding]:
+        """A page of the project's complete traces that ended in the range with no note along
+        `aspect`, by trace id."""
+        return self._read(themes.ended_traces, project, ended, aspect, after, limit)
+
+    def _read(self, read: Callable[..., T], *args: Any) -> T:
+        with read_connection(self._engine) as conn:
+            return read(conn, *args)
+
+    def _stored_roots(self, project: str, trace_ids: Sequence[str]) -> dict[str, Root]:
+        return self._read(themes.stored_roots, project, trace_ids)
 
 
 class SqlRunStore(SqlStore):

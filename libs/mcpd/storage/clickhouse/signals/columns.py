@@ -12,6 +12,8 @@ the conventions of migration 0001:
   them into a datetime and drops the nanoseconds;
 * `tags` (and the trace row's `models` and `providers`) are Array(String): an absent list is
   stored as [] and [] reads back as None;
+* bytes (a note's `sketch`, migration 0009) are their hex text in a String, '' when absent:
+  the JSON the rows travel in carries text, not bytes;
 * a JSON document's text, a NUL character in it (or in a string) as U+FFFD and a non-finite
   number as null, is the SQL backends' (`mcpd.storage.stored_json`), so every backend reads
   back the same row.
@@ -49,6 +51,7 @@ class Kind(Enum):
     BOOL = "bool"
     OPT_BOOL = "opt_bool"
     STRINGS = "strings"  # a list of strings: None <-> []
+    BYTES = "bytes"  # optional bytes: None <-> '', else their hex text
 
 
 # Kinds with no absent value: a None is refused before anything is written.
@@ -269,6 +272,10 @@ ASPECT_NOTES = Table(
         ("created_at", Kind.TIME),
         *_CORRELATION,
         ("received_at", Kind.TIME),
+        # Migration 0009: filed when written (`mcpd.signals.notes`), and the wording sketch.
+        ("entity_kind", _T),
+        ("entity_name", _T),
+        ("sketch", Kind.BYTES),
     ),
 )
 
@@ -341,6 +348,8 @@ def _from_column(kind: Kind, value: Any) -> Any:
         return value or None
     if kind is Kind.STRINGS:
         return list(value) or None
+    if kind is Kind.BYTES:
+        return bytes.fromhex(value) if value else None
     return value
 
 
@@ -370,6 +379,8 @@ def column_data(table: Table, rows: Sequence[Mapping[str, Any]]) -> str:
             values = [dump_json(value) for value in values]
         elif kind is Kind.STRINGS:
             values = [[] if value is None else list(value) for value in values]
+        elif kind is Kind.BYTES:
+            values = ["" if value is None else bytes(value).hex() for value in values]
         elif kind in _REQUIRED and None in values:
             raise ValueError(f"{table.name}.{name} is required, and a row has none")
         data.append(values)

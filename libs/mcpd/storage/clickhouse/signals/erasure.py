@@ -52,6 +52,7 @@ from mcpd.storage.clickhouse.executor import ClickHouseError, ClickHouseExecutor
 from mcpd.storage.clickhouse.signals import _WRITE_LOCK
 from mcpd.storage.clickhouse.signals.columns import ROW_ID
 from mcpd.storage.clickhouse.signals.rollups import Rebuild
+from mcpd.storage.clickhouse.themes import erase_note_themes
 
 # Tables whose rows belong to one trace: a trace is erased from them whole, by its id.
 TRACE_TABLES: tuple[str, ...] = ("spans", "held_spans", "traces")
@@ -95,13 +96,16 @@ _EXPIRED = "received_at < fromUnixTimestamp64Nano({cutoff:Int64}, 'UTC')"
 
 def delete_trace(executor: ClickHouseExecutor, project: str, trace_id: str) -> int:
     """`TraceStore.delete_trace`: the trace row, spans, held spans, and the logs, metrics,
-    scores, feedback and aspect notes naming the trace; returns how many matched (0 for an
-    unknown trace). The session read model is not touched (the caller's contract), nor are
-    dataset items captured from the trace (a case kept on purpose outlives its trace)."""
+    scores, feedback and aspect notes naming the trace, and the notes' copies in themes; returns
+    how many matched (0 for an unknown trace). The session read model is not touched (the
+    caller's contract), nor are dataset items captured from the trace (a case kept on purpose
+    outlives its trace)."""
     with _WRITE_LOCK:
         eraser = _Eraser(executor, project)
         removed = sum(eraser.traces(table, [trace_id]) for table in TRACE_TABLES)
-        removed += sum(eraser.rows(table, [trace_id], None) for table in CORRELATED_TABLES)
+        matched = {table: eraser.matching(table, [trace_id], None) for table in CORRELATED_TABLES}
+        removed += sum(eraser.remove(table, ids) for table, ids in matched.items())
+        erase_note_themes(executor, project, [matched["aspect_notes"]], eraser.delete)
         eraser.rollups.run()
         eraser.purge()
     return removed
@@ -115,7 +119,9 @@ def erase_subject(
     their own correlation; and the session read model's sessions built from those traces or
     named by `subject.session_id`. The dataset items captured from those traces are emptied in
     place (`evaluation.empty_captured_items`: a new version without input, expected and
-    metadata), not deleted. Counts are what matched; the physical removal is pending."""
+    metadata), not deleted. The erased notes are taken out of the themes
+    (`themes.erase_note_themes`: labels copied from them blanked, their member rows deleted).
+    Counts are what matched; the physical removal is pending."""
     match = _SubjectMatch.of(subject)
     if match is None:
         return ErasureCounts(deletes_pending=True)
@@ -126,9 +132,14 @@ def erase_subject(
             keys.add(subject.session_id)
         eraser = _Eraser(executor, project)
         counts = {table: eraser.traces(table, traces) for table in TRACE_TABLES}
-        counts.update({table: eraser.rows(table, traces, match) for table in CORRELATED_TABLES})
+        # Matched before anything of them goes: the notes' copies in themes go with them.
+        matched = {table: eraser.matching(table, traces, match) for table in CORRELATED_TABLES}
+        counts.update({table: eraser.remove(table, ids) for table, ids in matched.items()})
         sessions = eraser.sessions(sorted(keys))
         items = empty_captured_items(executor, project, chunks(traces))
+        taken = erase_note_themes(
+            executor, project, list(chunks(matched["aspect_notes"])), eraser.delete
+        )
         eraser.rollups.run()
         eraser.purge()
     return ErasureCounts(
@@ -142,6 +153,8 @@ def erase_subject(
         sessions=sessions,
         dataset_items=items.items,
         datasets=items.datasets,
+        theme_labels=taken.labels,
+        theme_examples=taken.examples,
         deletes_pending=True,
     )
 
@@ -175,6 +188,8 @@ def apply_retention(
             old = _traces_before(executor, project, cutoff)
             steps += [functools.partial(eraser.traces, table, old) for table in TRACE_TABLES]
             steps.append(functools.partial(eraser.rows, "aspect_notes", old, None))
+            # Snapshots go with the notes they were read from (not counted under the signal).
+            steps.append(functools.partial(_expire_snapshots, eraser, cutoff))
         removed[signal] = 0
         for step in steps:
             # Held per step, not for the whole pass, so ingest is not held up for all of it.
@@ -183,6 +198,21 @@ def apply_retention(
                 eraser.rollups.run()
     eraser.purge()
     return removed
+
+
+_SNAPSHOT_TABLES = ("theme_members", "theme_endings", "themes", "theme_snapshots")
+
+
+def _expire_snapshots(eraser: _Eraser, cutoff: int) -> int:
+    """Delete the project's snapshots whose window ended before `cutoff`, with their themes,
+    members and endings; 0 (snapshots are not a signal's rows)."""
+    condition = (
+        "snapshot_id IN (SELECT snapshot_id FROM theme_snapshots WHERE project = {project:String} "
+        "AND window_to < fromUnixTimestamp64Nano({cutoff:Int64}, 'UTC'))"
+    )
+    for table in _SNAPSHOT_TABLES:
+        eraser.delete(table, condition, {"project": eraser.project, "cutoff": cutoff})
+    return 0
 
 
 def expire_ingest_keys(executor: ClickHouseExecutor, project: str, before: int) -> int:
@@ -391,6 +421,13 @@ class _Eraser:
     def rows(self, table: str, trace_ids: Sequence[str], match: _SubjectMatch | None) -> int:
         """Delete, from a CORRELATED_TABLES table, every copy of the rows naming one of the
         traces or matching the subject; return the identities matched."""
+        return self.remove(table, self.matching(table, trace_ids, match))
+
+    def matching(
+        self, table: str, trace_ids: Sequence[str], match: _SubjectMatch | None
+    ) -> list[str]:
+        """The ids of the rows of a CORRELATED_TABLES table naming one of the traces or
+        matching the subject, sorted."""
         (id_column,) = _IDENTITY[table]
         select = f"SELECT DISTINCT {id_column} FROM {table} WHERE {_PROJECT} AND "
         ids = {
@@ -405,10 +442,16 @@ class _Eraser:
                 select + match.where(), {"project": self.project, **match.params}
             )
             ids.update(str(row_id) for (row_id,) in found)
+        return sorted(ids)
+
+    def remove(self, table: str, ids: Sequence[str]) -> int:
+        """Delete every copy of the rows of a CORRELATED_TABLES table with these ids (as
+        `matching` found them); return how many ids."""
+        (id_column,) = _IDENTITY[table]
         if table == "scores":
-            for chunk in chunks(sorted(ids)):
+            for chunk in chunks(ids):
                 self.rollups.note(table, "score_id IN {ids:Array(String)}", {"ids": chunk})
-        self._delete_ids(table, id_column, sorted(ids))
+        self._delete_ids(table, id_column, ids)
         return len(ids)
 
     def sessions(self, keys: Sequence[str]) -> int:

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from mcpd.signals.batch import HeldTrace, TraceRecords
+from mcpd.signals.notes import Root, root_of
 from mcpd.signals.projection import (
     PROJECTION_FEEDBACK_COLUMNS,
     PROJECTION_SCORE_COLUMNS,
@@ -30,6 +31,7 @@ from mcpd.signals.projection import (
 )
 from mcpd.signals.rows import (
     SESSION_SPAN_COLUMNS,
+    CorrelationColumns,
     FeedbackRow,
     LogRow,
     ScoreRow,
@@ -187,6 +189,31 @@ def trace_spans(
     )
     found = executor.query(sql, {"project": project, "ids": sorted(set(trace_ids))})
     return cast(list[SpanRow], as_rows(SPANS, found, SESSION_SPAN_COLUMNS))
+
+
+# What a note takes from its trace's root span (`mcpd.signals.notes`).
+_ROOT_COLUMNS = (
+    "trace_id",
+    "entity_kind",
+    "entity_name",
+    *(name for name in CorrelationColumns.__annotations__ if name != "project"),
+)
+
+
+def stored_roots(
+    executor: ClickHouseExecutor, project: str, trace_ids: Sequence[str]
+) -> dict[str, Root]:
+    """The stored root spans of these traces (the latest arrival of each), as notes are filed
+    from them (`mcpd.signals.notes.RootLookup`)."""
+    if not trace_ids:
+        return {}
+    sql = (
+        f"SELECT {SPANS.select_list(_ROOT_COLUMNS)} FROM spans FINAL "
+        "WHERE project = {project:String} AND trace_id IN {ids:Array(String)} AND is_root "
+        "ORDER BY received_at DESC LIMIT 1 BY trace_id" + _SKIP_UNDER_FINAL
+    )
+    found = executor.query(sql, {"project": project, "ids": sorted(set(trace_ids))})
+    return {row["trace_id"]: root_of(row) for row in as_rows(SPANS, found, _ROOT_COLUMNS)}
 
 
 def session_traces(executor: ClickHouseExecutor, project: str, session_id: str) -> list[str]:

@@ -5,7 +5,9 @@ this order guarantees):
 
 1. **Ingest keys.** One SELECT ... FINAL reads which of the call's keys are stored. A batch
    whose key is stored, or whose key an earlier batch of the call carries, is not written.
-2. **Rows.** The written batches' rows are gathered per table, the last row of each identity
+2. **Rows.** The written batches' aspect notes are filed under their entity first
+   (`mcpd.signals.notes.file_notes`: from a root span in the batches, else the stored one,
+   `reads.stored_roots`). The rows are gathered per table, the last row of each identity
    winning (across batches too, as the SQL backends' upserts in batch order do); a row without
    `received_at` takes its batch's. Every row is converted to INSERT data now, before the
    first INSERT, so a malformed row fails the call before anything is written.
@@ -49,9 +51,10 @@ from typing import Any, Literal, TypeVar, cast
 
 from mcpd.signals.batch import SignalBatch
 from mcpd.signals.facets import FacetValue, batch_facets, span_facets
+from mcpd.signals.notes import file_notes
 from mcpd.signals.projection import project_trace
 from mcpd.signals.rollups import Delta
-from mcpd.signals.rows import FeedbackRow, ScoreRow, SpanRow
+from mcpd.signals.rows import AspectNoteRow, FeedbackRow, ScoreRow, SpanRow
 from mcpd.storage.clickhouse.executor import ClickHouseExecutor
 from mcpd.storage.clickhouse.signals import columns, rollups, score_rollups
 from mcpd.storage.clickhouse.signals.columns import (
@@ -73,6 +76,7 @@ from mcpd.storage.clickhouse.signals.reads import (
     Groups,
     StoredKeys,
     stored_for_projection,
+    stored_roots,
     stored_trace_keys,
 )
 
@@ -151,6 +155,7 @@ def write_batches(
     accepted = [batch for batch, ok in zip(batches, written, strict=True) if ok]
     if not accepted:
         return written
+    file_notes(accepted, lambda project, trace_ids: stored_roots(executor, project, trace_ids))
 
     spans = _last_by_id("spans", _stamped(accepted, lambda batch: batch.spans))
     scores = _last_by_id("scores", _stamped(accepted, lambda batch: batch.scores))
@@ -163,7 +168,7 @@ def write_batches(
         (METRICS, _last_by_id("metrics", _stamped(accepted, lambda batch: batch.metrics))),
         (SCORES, scores),
         (FEEDBACK, feedback),
-        (ASPECT_NOTES, _last_by_id("aspect_notes", _stamped(accepted, lambda b: b.aspect_notes))),
+        (ASPECT_NOTES, _last_by_id("aspect_notes", _notes(accepted))),
     ]
     sightings: dict[FacetValue, int] = {}
     for batch in accepted:
@@ -454,6 +459,14 @@ def _stamped(
                 row = cast(R, {**row, "received_at": batch.received_at})
             found.append(row)
     return found
+
+
+def _notes(batches: Iterable[SignalBatch]) -> list[AspectNoteRow]:
+    """The batches' aspect notes, stamped, each with a sketch (None when it has none)."""
+    return [
+        row if "sketch" in row else cast(AspectNoteRow, {**row, "sketch": None})
+        for row in _stamped(batches, lambda batch: batch.aspect_notes)
+    ]
 
 
 def _held(span: SpanRow) -> dict[str, Any]:

@@ -1,13 +1,16 @@
 """The control store's tables on SQLite and PostgreSQL.
 
 Projects (the spec's Project), accounts, API keys, account sessions, the audit log (the spec's
-AuditEvent, stored in `audit_log`) and the price book. No secret is ever stored: API keys and
-session tokens are kept as SHA-256 digests, passwords as argon2id hashes.
+AuditEvent, stored in `audit_log`), the price book, the monitors' latched conditions and the
+aspects (the spec's Aspect). No secret is ever stored: API keys and session tokens are kept as
+SHA-256 digests, passwords as argon2id hashes.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import (
+    BigInteger,
+    Boolean,
     Column,
     Double,
     ForeignKey,
@@ -136,4 +139,28 @@ watch_states = Table(
     Column("last", JsonDocument),
     Column("updated_at", TimestampNs, nullable=False),
     PrimaryKeyConstraint("kind", "watch_id"),
+)
+
+# Every stored version of every project's aspects. Rows are never updated: an edit is a new
+# version, so a note still names the definition it was written against. No foreign key to
+# projects: a project that writes notes has its aspects whether or not it was configured.
+aspects = Table(
+    "aspects",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("name", Text, nullable=False),
+    Column("label", Text, nullable=False),
+    Column("description", Text, nullable=False),
+    # NULL for a derived aspect, which no model writes.
+    Column("instruction", Text),
+    Column("derived", Boolean, nullable=False),
+    Column("built_in", Boolean, nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    # The spec's u32, which PostgreSQL's integer cannot hold whole.
+    Column("sort_order", BigInteger, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("created_at", TimestampNs, nullable=False),
+    PrimaryKeyConstraint("project", "name", "version"),
+    # The catalogue, in the order it is shown.
+    index("aspects", "project", "sort_order"),
 )

@@ -2,7 +2,9 @@
 
 Columns follow the spec entities stored in each table (Span -> spans, Trace -> traces, LogRecord
 -> logs, MetricPoint -> metrics, Score -> scores, Feedback -> feedback, AspectNote ->
-aspect_notes, ThemeSnapshot -> theme_snapshots, Theme -> themes), with Correlation, TokenUsage
+aspect_notes, ThemeSnapshot -> theme_snapshots, Theme -> themes; `theme_members` and
+`theme_endings` hold the rest of a pass's output: which notes each theme holds, and the themes
+that ended), with Correlation, TokenUsage
 totals and Cost flattened (see `_common`). Two deliberate differences from the spec's keys:
 
 * Every primary key and index starts with `project`. Ids in these tables are chosen by
@@ -45,6 +47,7 @@ from sqlalchemy import (
     Double,
     Index,
     Integer,
+    LargeBinary,
     PrimaryKeyConstraint,
     Table,
     Text,
@@ -173,6 +176,8 @@ traces = Table(
     # order, and a filter on the trace id (a span-side filter) is checked in the index.
     index("traces", "project", "start_time", "trace_id"),
     index("traces", "project", "status", "start_time"),
+    # Traces by when they ended: what derived outcome notes are written from.
+    index("traces", "project", "end_time"),
     index("traces", "project", "total_cost", "trace_id"),
     index("traces", "project", "duration_ns", "trace_id"),
     index("traces", "project", "received_at"),
@@ -290,10 +295,25 @@ aspect_notes = Table(
     Column("created_at", TimestampNs, nullable=False),
     *correlation_columns(),
     Column("received_at", TimestampNs, nullable=False),
+    # Filed when written (`mcpd.signals.notes`): the entity of the trace's root span.
+    Column("entity_kind", Text),
+    Column("entity_name", Text),
+    # The wording sketch the clustering pass compares (`mcpd.themes.encode`).
+    Column("sketch", LargeBinary),
     PrimaryKeyConstraint("project", "note_id"),
     index("aspect_notes", "project", "trace_id"),
     index("aspect_notes", "project", "aspect", "created_at"),
     index("aspect_notes", "project", "received_at"),
+    # One entity's notes along one aspect, newest first: what a pass and the progress read
+    # (named apart from the convention, which would pass PostgreSQL's 63-character limit).
+    Index(
+        "ix_aspect_notes_entity_aspect_created_at",
+        "project",
+        "entity_kind",
+        "entity_name",
+        "aspect",
+        "created_at",
+    ),
 )
 
 theme_snapshots = Table(
@@ -331,9 +351,46 @@ themes = Table(
     Column("note_count", Count, nullable=False),
     Column("trace_count", Count, nullable=False),
     Column("coverage", Double, nullable=False),
+    # The history point's links (`mcpd.themes.evolution`): lists of theme ids.
+    Column("split_from", JsonDocument),
+    Column("split_into", JsonDocument),
+    Column("merged_from", JsonDocument),
+    # The sketches standing for the theme's wording, matched against the next pass's themes.
+    Column("wording", LargeBinary),
     PrimaryKeyConstraint("project", "snapshot_id", "aspect", "theme_id"),
     # A theme's history: the same theme id across snapshots.
     index("themes", "project", "theme_id"),
+)
+
+theme_members = Table(
+    "theme_members",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("snapshot_id", Text, nullable=False),
+    Column("aspect", Text, nullable=False),
+    # A theme's id, or `noise` for the notes that joined none.
+    Column("theme_id", Text, nullable=False),
+    Column("note_id", Text, nullable=False),
+    Column("trace_id", Text, nullable=False),
+    # Shared sketch positions with the theme's label, out of 64.
+    Column("similarity", Integer, nullable=False),
+    PrimaryKeyConstraint("project", "snapshot_id", "aspect", "theme_id", "note_id"),
+    # Erasure finds the rows of one note.
+    index("theme_members", "project", "note_id"),
+)
+
+theme_endings = Table(
+    "theme_endings",
+    metadata,
+    Column("project", Text, nullable=False),
+    Column("snapshot_id", Text, nullable=False),
+    Column("aspect", Text, nullable=False),
+    Column("theme_id", Text, nullable=False),
+    # `death`, or `merge` with the theme it became.
+    Column("state", Text, nullable=False),
+    Column("merged_into", JsonDocument),
+    PrimaryKeyConstraint("project", "snapshot_id", "aspect", "theme_id"),
+    index("theme_endings", "project", "theme_id"),
 )
 
 facet_values = Table(

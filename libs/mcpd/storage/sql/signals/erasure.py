@@ -105,6 +105,7 @@ from mcpd.storage.sql.signals.statements import (
     lock_traces,
     next_arrival,
 )
+from mcpd.storage.sql.themes import erase_note_themes, expire_snapshots
 
 RETENTION_ROWS = 5_000
 """Rows one retention transaction deletes from one table, at most."""
@@ -147,8 +148,10 @@ Match = Callable[[str], ColumnElement[Any]]
 def delete_trace(conn: Connection, dialect: SqlDialect, project: str, trace_id: str) -> int:
     """`TraceStore.delete_trace` inside the caller's transaction: records removed."""
     lock_traces(conn, dialect, [(project, trace_id)])
+    notes = _trace_notes(conn, project, [trace_id])
     delta = Delta()
     removed = _delete_of_traces(conn, project, [trace_id], _OF_TRACE, delta)
+    erase_note_themes(conn, project, notes)
     rollups.apply(conn, dialect, delta)
     return sum(removed.values())
 
@@ -167,6 +170,7 @@ def erase_subject(
     locked = set(whole) | annotated
     lock_traces(conn, dialect, [(project, trace_id) for trace_id in sorted(locked)])
     session_keys = _session_keys(conn, project, whole)
+    notes = _subject_notes(conn, project, subject, whole)
     delta = Delta()
     removed = _delete_of_traces(conn, project, whole, _OF_TRACE, delta)
     touched: set[str] = set()
@@ -182,6 +186,7 @@ def erase_subject(
     _reproject(conn, dialect, project, sorted(touched), delta)
     erased_sessions = _erase_sessions(conn, project, session_keys, subject.session_id)
     items = empty_captured_items(conn, project, whole)
+    taken = erase_note_themes(conn, project, notes)
     rollups.apply(conn, dialect, delta)
     _scrub_search(conn, dialect, removed)
     return ErasureCounts(
@@ -195,7 +200,31 @@ def erase_subject(
         sessions=erased_sessions,
         dataset_items=items.items,
         datasets=items.datasets,
+        theme_labels=taken.labels,
+        theme_examples=taken.examples,
     )
+
+
+def _subject_notes(
+    conn: Connection, project: str, subject: ErasureSubject, whole: Sequence[str]
+) -> list[str]:
+    """The notes the erasure deletes: those of its traces and those matched on their own
+    correlation (their copies in themes go with them)."""
+    statement = select(aspect_notes.c.note_id).where(
+        aspect_notes.c.project == project, _matches(_columns_of(aspect_notes), subject)
+    )
+    return sorted(set(conn.execute(statement).scalars()) | set(_trace_notes(conn, project, whole)))
+
+
+def _trace_notes(conn: Connection, project: str, trace_ids: Sequence[str]) -> list[str]:
+    """The notes about `trace_ids`."""
+    found: list[str] = []
+    for chunk in chunks(trace_ids):
+        statement = select(aspect_notes.c.note_id).where(
+            aspect_notes.c.project == project, aspect_notes.c.trace_id.in_(chunk)
+        )
+        found += conn.execute(statement).scalars()
+    return found
 
 
 def _matches(column: Match, subject: ErasureSubject) -> ColumnElement[bool]:
@@ -387,6 +416,8 @@ def _retention_steps(dialect: SqlDialect, project: str, cutoffs: Mapping[str, in
             functools.partial(_expire_rows, dialect, project, cutoff, table)
             for table in (spans, held_spans, aspect_notes)
         )
+        # Snapshots go with the notes they were read from.
+        steps.append(functools.partial(_expire_snapshots, project, cutoff))
     for signal, table in (
         ("logs", logs),
         ("metrics", metrics),
@@ -396,6 +427,10 @@ def _retention_steps(dialect: SqlDialect, project: str, cutoffs: Mapping[str, in
         if signal in cutoffs:
             steps.append(functools.partial(_expire_rows, dialect, project, cutoffs[signal], table))
     return steps
+
+
+def _expire_snapshots(project: str, cutoff: int, conn: Connection) -> tuple[Counter[str], bool]:
+    return expire_snapshots(conn, project, cutoff, RETENTION_TRACES)
 
 
 def _expire_traces(

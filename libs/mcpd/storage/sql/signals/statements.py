@@ -60,6 +60,7 @@ from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Connection,
+    LargeBinary,
     Table,
     Text,
     bindparam,
@@ -281,6 +282,8 @@ class BulkUpsert:
     columns: tuple[str, ...]
     json_positions: tuple[int, ...]
     text_positions: tuple[int, ...]
+    # PostgreSQL: the binary columns, spelled in the JSON document as bytea's hex input.
+    binary_columns: tuple[str, ...]
     # The columns read from the row: `columns` but a span's `head_json`, which is rendered from
     # the row as it is written, at `head_position`.
     picked: tuple[str, ...]
@@ -387,6 +390,10 @@ class BulkUpsert:
             derived[HEAD_JSON] = head_json_text(row)
         if self.searched:
             derived[SEARCH_VECTOR] = folded_words(indexed_text(self.table, row))
+        for name in self.binary_columns:
+            value = row.get(name)
+            if value is not None:
+                derived[name] = "\\x" + value.hex()
         if derived:
             return {**row, **derived}
         return row if isinstance(row, dict) else dict(row)
@@ -482,6 +489,7 @@ def bulk_upsert(target: Table, dialect: SqlDialect) -> BulkUpsert:
             i for i, name in enumerate(columns) if isinstance(kinds[name], JsonDocument)
         ),
         text_positions=tuple(i for i, name in enumerate(columns) if isinstance(kinds[name], Text)),
+        binary_columns=tuple(name for name in columns if isinstance(kinds[name], LargeBinary)),
         picked=picked,
         head_position=columns.index(HEAD_JSON) if HEAD_JSON in columns else None,
         pick=itemgetter(*picked),

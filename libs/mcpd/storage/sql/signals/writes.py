@@ -28,6 +28,9 @@
    then the facet values (`last_seen` is the batch's arrival, and only ever moves forward).
    Spans, logs and projection rows carry the transaction's arrival sequence
    (`statements.next_arrival`), and the upserts of spans and logs keep the search index.
+   A note written about a trace along an aspect that already has one leaves only the newer of
+   the two (`themes.keep_newest_notes`). Notes arrive filed under their trace's entity
+   (`SqlTraceStore.write_batches` files them before binding, `mcpd.signals.notes`).
 6. **Followers**: when spans were written, the caller's `follow` is given them and the touched
    traces' projections, still inside the transaction (the sessions of those traces,
    `mcpd.sessions.traces`). Tail sampling's release does the same with the spans it moved.
@@ -51,7 +54,7 @@ from sqlalchemy import Connection, Table, delete
 from mcpd.signals.batch import SignalBatch
 from mcpd.signals.facets import FacetValue, batch_facets, span_facets
 from mcpd.signals.rollups import Delta, carries_spans
-from mcpd.signals.rows import SpanRow, TraceRow
+from mcpd.signals.rows import AspectNoteRow, SpanRow, TraceRow
 from mcpd.storage.sql.dialect import SqlDialect
 from mcpd.storage.sql.schema.trace import (
     aspect_notes,
@@ -75,6 +78,7 @@ from mcpd.storage.sql.signals.statements import (
     take_locks,
     trace_lock_key,
 )
+from mcpd.storage.sql.themes import keep_newest_notes
 
 Row = Mapping[str, Any]
 Key = tuple[str, ...]
@@ -247,6 +251,8 @@ def write_bound(
     arrival = next_arrival(conn, dialect) if any(written) else 0
     for table, _, _ in _WRITTEN:
         _write(conn, dialect, table, gathered.tables[table.name], arrival)
+    if gathered.tables["aspect_notes"]:
+        keep_newest_notes(conn, cast(list[AspectNoteRow], gathered.rows(aspect_notes)))
     _upsert_traces(conn, dialect, projected, arrival)
     _upsert_facets(conn, dialect, gathered.facets)
     if follow is not None and gathered.tables["spans"]:
