@@ -92,6 +92,8 @@ def orchestrator_daemon(
         **storage_env(request.param, tmp, request),
         "MCPD_SECURITY_KEYS_FILE": str(write_keys_file(tmp / "keys.toml")),
         "MCPD_ORCHESTRATOR_LEASE_TTL_MS": str(ORCHESTRATOR_LEASE_TTL_MS),
+        # Runs' derived outcome notes within a second of their end.
+        "MCPD_INTELLIGENCE_PASS_INTERVAL_S": "1",
     }
     with DaemonProcess(extra_env=env) as process:
         yield process

@@ -985,6 +985,31 @@ def test_the_cause_chain_names_the_silent_producers(driver: Driver, scenario: Sc
     assert (caught.value.status, caught.value.field) == (404, "step_key")
 
 
+def test_a_failed_run_is_noted_by_the_daemon_with_its_silent_producer(
+    driver: Driver, scenario: Scenario
+) -> None:
+    run = driver.start("explain")
+    done = finished(driver, run["run_id"])
+    trace_id = done["run"]["trace_id"]
+    read = bearer("alpha", "read")
+
+    def outcome() -> str:
+        answer = httpx.get(
+            f"{scenario.daemon.http_url}/v1/api/traces/{trace_id}/notes", headers=read, timeout=10
+        )
+        assert answer.status_code == 200, answer.text
+        notes: dict[str, str] = {note["aspect"]: note["text"] for note in answer.json()["notes"]}
+        assert "outcome" in notes, notes
+        return notes["outcome"]
+
+    # Derived before the next pass (every second here): the run's status, the failed step's
+    # error class, and the silent producers its cause chain names.
+    assert eventually(outcome, timeout=30) == (
+        "The workflow run failed: a step failed with a fatal error on what an earlier step"
+        " produced."
+    )
+
+
 # 7. Gapless event logs under concurrent workers.
 
 
