@@ -2,39 +2,40 @@
 
 from __future__ import annotations
 
+from typing import cast
+
+from mcpd.codec import enum_names
 from mcpd.model.v1 import enums_pb2, intelligence_pb2
 from mcpd.runtime.errors import InvalidArgument
 from mcpd.signals.messages import timestamp_of
 from mcpd.storage.theme_records import Entity, SnapshotRow, ThemeRow
 
 __all__ = [
-    "STATES",
     "entity_of",
     "kind_name",
     "kind_value",
     "snapshot_message",
+    "state_value",
     "theme_message",
 ]
 
-STATES: dict[str, enums_pb2.ThemeState.ValueType] = {
-    "birth": enums_pb2.THEME_STATE_BIRTH,
-    "continue": enums_pb2.THEME_STATE_CONTINUE,
-    "split": enums_pb2.THEME_STATE_SPLIT,
-    "merge": enums_pb2.THEME_STATE_MERGE,
-    "resurrection": enums_pb2.THEME_STATE_RESURRECTION,
-    "death": enums_pb2.THEME_STATE_DEATH,
-}
-_KIND_PREFIX = "ENTITY_KIND_"
+_KINDS = enum_names(enums_pb2.EntityKind.DESCRIPTOR)
+_STATES = enum_names(enums_pb2.ThemeState.DESCRIPTOR)
+
+
+def state_value(state: str) -> enums_pb2.ThemeState.ValueType:
+    """The ThemeState of a stored state (`birth`, `continue`, ...)."""
+    return cast(enums_pb2.ThemeState.ValueType, _STATES.by_name[state])
 
 
 def kind_name(kind: enums_pb2.EntityKind.ValueType) -> str:
     """The stored name of an entity kind (`agent`, `workflow`, ...)."""
-    return enums_pb2.EntityKind.Name(kind).removeprefix(_KIND_PREFIX).lower()
+    return _KINDS.by_number[kind]
 
 
 def kind_value(name: str) -> enums_pb2.EntityKind.ValueType:
     """The EntityKind of a stored name."""
-    return enums_pb2.EntityKind.Value(_KIND_PREFIX + name.upper())
+    return cast(enums_pb2.EntityKind.ValueType, _KINDS.by_name[name])
 
 
 def entity_of(kind: enums_pb2.EntityKind.ValueType, name: str) -> Entity:
@@ -73,7 +74,7 @@ def theme_message(row: ThemeRow) -> intelligence_pb2.Theme:
         label=row.label,
         label_note_id=row.label_note_id,
         label_trace_id=row.label_trace_id,
-        state=STATES[row.state],
+        state=state_value(row.state),
         note_count=row.note_count,
         trace_count=row.trace_count,
         coverage=row.coverage,

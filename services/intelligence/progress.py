@@ -91,7 +91,9 @@ class Progress:
     async def progress(self, request: rpc.EntityRequest) -> intelligence_pb2.AspectProgress:
         entity = entity_of(request.entity_kind, request.entity_name)
         project = request.project
-        tallies, latest, enabled = await asyncio.to_thread(self._progress_reads, project, entity)
+        tallies, traces, latest, enabled = await asyncio.to_thread(
+            self._progress_reads, project, entity
+        )
         snapshot = latest.get(entity)
         by_aspect = {tally.aspect: tally for tally in tallies}
         states = self._states(enabled, by_aspect, snapshot)
@@ -99,7 +101,7 @@ class Progress:
             entity_kind=request.entity_kind,
             entity_name=entity.name,
             readiness=min(states, default=_COLLECTING),
-            trace_count=await asyncio.to_thread(self._trace_count, project, entity),
+            trace_count=traces,
         )
         for aspect, state in zip(enabled, states, strict=True):
             tally = by_aspect.get(aspect)
@@ -118,20 +120,16 @@ class Progress:
 
     def _progress_reads(
         self, project: str, entity: Entity
-    ) -> tuple[list[AspectTally], dict[Entity, SnapshotRow], list[str]]:
+    ) -> tuple[list[AspectTally], int, dict[Entity, SnapshotRow], list[str]]:
+        """The entity's aspect tallies, its traces with a note, the newest snapshots and the
+        project's enabled aspects, in one worker-thread hop."""
+        totals = [t for t in self._store.entity_tallies(project, entity.kind) if t.entity == entity]
         return (
             self._store.aspect_tallies(project, entity),
+            totals[0].trace_count if totals else 0,
             self._store.latest_snapshots(project),
             list(self._enabled(project)),
         )
-
-    def _trace_count(self, project: str, entity: Entity) -> int:
-        found = [
-            tally
-            for tally in self._store.entity_tallies(project, entity.kind)
-            if tally.entity == entity
-        ]
-        return found[0].trace_count if found else 0
 
     def _states(
         self,

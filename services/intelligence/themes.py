@@ -29,9 +29,9 @@ from mcpd.signals.rows import AspectNoteRow
 from mcpd.storage.interfaces import ThemeRecords
 from mcpd.storage.theme_records import Entity, HistoryRow, MemberRow, SnapshotRow, ThemeRow
 from services.intelligence.messages import (
-    STATES,
     entity_of,
     snapshot_message,
+    state_value,
     theme_message,
 )
 from services.intelligence.passes import NOISE
@@ -384,7 +384,7 @@ def _history_point(point: HistoryRow) -> intelligence_pb2.ThemeHistoryPoint:
     )
     if point.theme is not None:
         theme = point.theme
-        message.state = STATES[theme.state]
+        message.state = state_value(theme.state)
         message.note_count = theme.note_count
         message.trace_count = theme.trace_count
         message.coverage = theme.coverage
@@ -392,7 +392,7 @@ def _history_point(point: HistoryRow) -> intelligence_pb2.ThemeHistoryPoint:
         message.split_into.extend(theme.split_into)
         message.merged_from.extend(theme.merged_from)
     elif point.ending is not None:
-        message.state = STATES[point.ending.state]
+        message.state = state_value(point.ending.state)
         message.merged_into.extend(point.ending.merged_into)
     return message
 
