@@ -756,6 +756,21 @@ async def _mcp_round(
     }
 
 
+def baseline_data(data_dir: Path) -> Path:
+    """A copy of ``data_dir`` for the baseline build to serve, beside it (made once, kept for
+    later runs): two builds may keep search indexes of different formats, and each rebuilds an
+    index of the other's format on start. The databases are copied; the baseline builds its
+    own index the first time it serves the copy."""
+    copy = data_dir.with_name(f"{data_dir.name}-baseline")
+    if not copy.exists():
+        print(f"  copying the data directory for the baseline to {copy}", flush=True)
+        partial = copy.with_name(f"{copy.name}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.copytree(data_dir, partial, ignore=shutil.ignore_patterns("search", "*.lock"))
+        partial.rename(copy)
+    return copy
+
+
 async def run_mcp(
     data_dir: Path,
     mixes: Sequence[Mix],
@@ -768,17 +783,19 @@ async def run_mcp(
     """A sample of the mixes over MCP Streamable HTTP against ``mcpd serve`` on ``data_dir``,
     ``rounds`` times. With ``baseline`` (the ``mcpd`` of another checkout), the two serve in
     turn, baseline first in every round, so both meet the same data and the same machine
-    load; each one's samples are pooled over the rounds."""
+    load; each one's samples are pooled over the rounds. The baseline serves a copy of the
+    data (``baseline_data``)."""
     tools = {mix.label: mix.tool for mix in mixes}
-    servers: dict[str, Sequence[str] | None] = {"": None}
+    servers: dict[str, tuple[Sequence[str] | None, Path]] = {"": (None, data_dir)}
     if baseline is not None:
-        servers = {"baseline": [str(baseline), "serve"], **servers}
+        copy = baseline_data(data_dir)
+        servers = {"baseline": ([str(baseline), "serve"], copy), **servers}
     pooled: dict[str, dict[str, _Pooled]] = {name: {} for name in servers}
     daemons: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
     for round_number in range(1, rounds + 1):
-        for name, command in servers.items():
+        for name, (command, served) in servers.items():
             print(f"  round {round_number}/{rounds}: {name or 'this checkout'}", flush=True)
-            facts = await _mcp_round(command, data_dir, mixes, count, timeout_s, pooled[name])
+            facts = await _mcp_round(command, served, mixes, count, timeout_s, pooled[name])
             daemons[name].append(facts)
     latencies = {
         name: [

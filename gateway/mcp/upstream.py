@@ -8,6 +8,7 @@ from typing import Any
 
 import grpc
 import grpc.aio
+import orjson
 from google.protobuf.struct_pb2 import Struct
 
 from gateway.mcp.catalog import TOOL_RPCS
@@ -41,7 +42,9 @@ class UpstreamTools:
         # codec.decode refuses what a Struct cannot carry (too deep, not finite) as
         # InvalidArgument, which the server turns into `invalid_request`.
         request = query_service_pb2.SessionToolRequest(
-            project=caller.project, arguments=codec.decode(arguments, Struct, path="arguments")
+            project=caller.project,
+            arguments=codec.decode(arguments, Struct, path="arguments"),
+            json_envelope=True,
         )
         try:
             channel = self._channel_for(QUERY_SERVICE)
@@ -77,5 +80,8 @@ class UpstreamTools:
                 details={"retryable": True},
                 elapsed_ms=elapsed_since(began),
             )
-        # codec.encode gives integral numbers back as JSON integers (a Struct holds doubles).
-        return ToolAnswer(codec.encode(response.envelope), is_error=response.is_error)
+        if response.HasField("envelope"):
+            # A query service that predates `json_envelope` (a rolling upgrade) sends a Struct;
+            # codec.encode gives integral numbers back as JSON integers (a Struct holds doubles).
+            return ToolAnswer(codec.encode(response.envelope), is_error=response.is_error)
+        return ToolAnswer(orjson.loads(response.envelope_json), is_error=response.is_error)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -68,10 +69,14 @@ RPCS = {
 
 
 class SessionServicer:
-    """The four tool RPCs: an envelope echoing the arguments; scripted refusals."""
+    """The four tool RPCs: an envelope echoing the arguments; scripted refusals.
 
-    def __init__(self) -> None:
+    The envelope comes as JSON when the request asks for it, as the query service sends it, or
+    always as a Struct with `struct_only`, as a query service that predates `json_envelope`."""
+
+    def __init__(self, *, struct_only: bool = False) -> None:
         self.calls: list[Call] = []
+        self.struct_only = struct_only
 
     def handler(self) -> grpc.GenericRpcHandler:
         """The four RPCs, served generically (the rest of QueryService is absent)."""
@@ -113,6 +118,10 @@ class SessionServicer:
             del envelope["data"]
             envelope["schema_version"] = "moraine.mcp.error.v1"
             envelope["error"] = {"code": "invalid_request", "message": "no", "details": {}}
+        if request.json_envelope and not self.struct_only:
+            return query_service_pb2.SessionToolResponse(
+                envelope_json=json.dumps(envelope).encode(), is_error=is_error
+            )
         return query_service_pb2.SessionToolResponse(
             envelope=codec.decode(envelope, Struct), is_error=is_error
         )
@@ -125,9 +134,9 @@ class Gateway:
 
 
 @contextlib.asynccontextmanager
-async def stub_gateway(**app_options: Any) -> AsyncIterator[Gateway]:
+async def stub_gateway(*, struct_only: bool = False, **app_options: Any) -> AsyncIterator[Gateway]:
     """The gateway (stand-in catalogue) on port 0, before the stub query service."""
-    servicer = SessionServicer()
+    servicer = SessionServicer(struct_only=struct_only)
     server = grpc.aio.server(interceptors=[ErrorInterceptor()])
     server.add_generic_rpc_handlers([servicer.handler()])
     port = server.add_insecure_port("127.0.0.1:0")

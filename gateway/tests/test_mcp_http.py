@@ -28,6 +28,14 @@ async def gateway() -> AsyncIterator[Gateway]:
         yield running
 
 
+@pytest.fixture(params=[False, True], ids=["json envelope", "struct envelope"])
+async def either_gateway(request: pytest.FixtureRequest) -> AsyncIterator[Gateway]:
+    """The gateway before a query service that sends the envelope as JSON, or (as one that
+    predates `json_envelope`) as a Struct."""
+    async with stub_gateway(struct_only=request.param) as running:
+        yield running
+
+
 @contextlib.asynccontextmanager
 async def session(
     url: str, headers: dict[str, str] | dict[bytes, bytes] | None = None
@@ -61,8 +69,8 @@ async def test_lists_the_four_tools_with_their_schemas(gateway: Gateway) -> None
         assert tool.annotations.read_only_hint is True
 
 
-async def test_a_call_returns_the_envelope_as_structured_content(gateway: Gateway) -> None:
-    async with session(gateway.url) as client:
+async def test_a_call_returns_the_envelope_as_structured_content(either_gateway: Gateway) -> None:
+    async with session(either_gateway.url) as client:
         result = await client.call_tool("search_sessions", {"query": "tantivy"})
     assert result.is_error is False
     envelope = result.structured_content
@@ -80,7 +88,7 @@ async def test_a_call_returns_the_envelope_as_structured_content(gateway: Gatewa
         "performance",
     ]
     assert _text(result) == envelope
-    (call,) = gateway.servicer.calls
+    (call,) = either_gateway.servicer.calls
     assert call.rpc == "SearchSessions"
     assert call.arguments == {"query": "tantivy"}
 

@@ -9,6 +9,7 @@ from typing import Any
 import grpc
 import grpc.aio
 import httpx
+import orjson
 import pytest
 from starlette.requests import Request
 
@@ -19,6 +20,7 @@ from gateway.mcp.envelopes import ERROR_SCHEMA_VERSION, failure_answer, in_spec_
 from gateway.mcp.server import tool_result
 from gateway.tests.mcp_stub import CATALOG
 from mcpd import codec
+from mcpd.query.v1 import query_service_pb2
 from mcpd.runtime.errors import FailedPrecondition
 from mcpd.runtime.errors_grpc import RpcFailure
 from services.query import servicer
@@ -196,10 +198,19 @@ def test_a_short_cursor_key_is_refused(tmp_path: Path) -> None:
         cursor_key(tmp_path)
 
 
-def test_an_envelope_a_struct_cannot_carry_becomes_an_internal_error() -> None:
+def answered(response: query_service_pb2.SessionToolResponse) -> dict[str, Any]:
+    """The envelope of a tool's response, in whichever form it was sent."""
+    if response.HasField("envelope"):
+        return codec.encode(response.envelope)
+    decoded: dict[str, Any] = orjson.loads(response.envelope_json)
+    return decoded
+
+
+@pytest.mark.parametrize("json_envelope", [False, True])
+def test_an_envelope_that_cannot_be_sent_becomes_an_internal_error(json_envelope: bool) -> None:
     deep: dict[str, Any] = {}
     level = deep
-    for _ in range(40):
+    for _ in range(300):  # past the Struct codec's depth and the JSON encoder's
         level["x"] = {}
         level = level["x"]
     envelope = {
@@ -210,12 +221,32 @@ def test_an_envelope_a_struct_cannot_carry_becomes_an_internal_error() -> None:
         "warnings": [],
         "performance": {"elapsed_ms": 3},
     }
-    response = servicer._tool_response("open", ToolResult(envelope, is_error=False))
+    response = servicer._tool_response(
+        "open", ToolResult(envelope, is_error=False), json_envelope=json_envelope
+    )
     assert response.is_error is True
-    answered = codec.encode(response.envelope)
-    assert answered["error"]["code"] == "internal_error"
-    assert answered["request"] == {"id": "e"}
-    assert answered["performance"] == {"elapsed_ms": 3}
+    assert response.HasField("envelope") is not json_envelope
+    got = answered(response)
+    assert got["error"]["code"] == "internal_error"
+    assert got["request"] == {"id": "e"}
+    assert got["performance"] == {"elapsed_ms": 3}
+
+
+def test_the_json_envelope_carries_what_the_struct_does() -> None:
+    envelope = {
+        "schema_version": "moraine.mcp.search_sessions.v1",
+        "tool": "search_sessions",
+        "request": {"query": "déjà vu 索引", "limit": 10},
+        "data": {"results": [{"rank": 1, "score": 0.5, "open": None}], "truncated": True},
+        "warnings": [],
+        "performance": {"elapsed_ms": 12},
+    }
+    result = ToolResult(envelope, is_error=False)
+    as_json = servicer._tool_response("search_sessions", result, json_envelope=True)
+    as_struct = servicer._tool_response("search_sessions", result, json_envelope=False)
+    assert not as_json.HasField("envelope")
+    assert not as_struct.HasField("envelope_json")
+    assert answered(as_json) == answered(as_struct) == envelope
 
 
 def test_the_launch_context_metadata_is_read_and_malformed_values_ignored() -> None:

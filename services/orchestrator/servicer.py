@@ -10,7 +10,6 @@ import grpc
 from mcpd.model.v1 import runs_pb2
 from mcpd.orchestrator.v1 import orchestrator_service_pb2, orchestrator_service_pb2_grpc
 from mcpd.runtime.errors import InvalidArgument
-from mcpd.runtime.servicers import pending_rpcs
 from mcpd.storage.interfaces import RunSubjectErasure
 from services.orchestrator.causes import Causes
 from services.orchestrator.definitions import Definitions
@@ -22,12 +21,10 @@ from services.orchestrator.shapes import Shapes
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-@pending_rpcs("the run orchestrator issue")
 class OrchestratorServicer(orchestrator_service_pb2_grpc.OrchestratorServiceServicer):
     """Definitions, starting, cancelling and reading runs, events and signals, workers, claims
-    and leases, the run store's erasure and the run shapes the evaluation service reads; the
-    rest answers UNIMPLEMENTED until it lands. The auth interceptor has resolved each request's
-    project."""
+    and leases, the run store's erasure and the run shapes the evaluation service reads. The
+    auth interceptor has resolved each request's project."""
 
     def __init__(
         self,

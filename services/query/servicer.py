@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 import grpc
+import orjson
 from google.api import httpbody_pb2
 from google.protobuf.struct_pb2 import Struct
 
@@ -466,7 +467,7 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         result = await self._sessions.search_sessions(
             request.project, codec.encode(request.arguments)
         )
-        return _tool_response("search_sessions", result)
+        return _tool_response("search_sessions", result, json_envelope=request.json_envelope)
 
     async def Open(
         self,
@@ -476,7 +477,7 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         ],
     ) -> query_service_pb2.SessionToolResponse:
         result = await self._sessions.open(request.project, codec.encode(request.arguments))
-        return _tool_response("open", result)
+        return _tool_response("open", result, json_envelope=request.json_envelope)
 
     async def ListSessions(
         self,
@@ -488,7 +489,7 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
         result = await self._sessions.list_sessions(
             request.project, codec.encode(request.arguments)
         )
-        return _tool_response("list_sessions", result)
+        return _tool_response("list_sessions", result, json_envelope=request.json_envelope)
 
     async def FileAttention(
         self,
@@ -502,7 +503,7 @@ class QueryServicer(query_service_pb2_grpc.QueryServiceServicer):
             codec.encode(request.arguments),
             launch=_launch_context(context.invocation_metadata()),
         )
-        return _tool_response("file_attention", result)
+        return _tool_response("file_attention", result, json_envelope=request.json_envelope)
 
 
 async def _one_trace(
@@ -580,17 +581,29 @@ def _launch_context(metadata: Iterable[tuple[str, str | bytes]] | None) -> Launc
     )
 
 
-def _tool_response(tool: str, result: ToolResult) -> query_service_pb2.SessionToolResponse:
+def _tool_response(
+    tool: str, result: ToolResult, *, json_envelope: bool
+) -> query_service_pb2.SessionToolResponse:
+    """The envelope as the caller asked for it: a Struct, or JSON text (`json_envelope`)."""
     try:
-        envelope = codec.decode(result.envelope, Struct, path="envelope")
-    except codec.CodecError as exc:
-        # An answer a Struct cannot carry (JSON nested past the codec's limit) is our failure,
-        # not the caller's: an internal_error envelope, never INVALID_ARGUMENT.
-        log.error("%s: the envelope cannot cross gRPC: %s", tool, exc.message)
+        return _tool_envelope(result.envelope, result.is_error, json_envelope=json_envelope)
+    except (codec.CodecError, orjson.JSONEncodeError) as exc:
+        # An answer that cannot be sent (JSON nested past the codec's or the encoder's limit)
+        # is our failure, not the caller's: an internal_error envelope, never INVALID_ARGUMENT.
+        log.error("%s: the envelope cannot cross gRPC: %s", tool, exc)
         elapsed = result.envelope.get("performance", {}).get("elapsed_ms", 0)
         error = ToolError(INTERNAL_ERROR, f"{tool} produced an answer that cannot be sent")
         fallback = failure(tool, result.envelope.get("request", {}), error, elapsed)
+        return _tool_envelope(fallback.envelope, True, json_envelope=json_envelope)
+
+
+def _tool_envelope(
+    envelope: Mapping[str, Any], is_error: bool, *, json_envelope: bool
+) -> query_service_pb2.SessionToolResponse:
+    if json_envelope:
         return query_service_pb2.SessionToolResponse(
-            envelope=codec.decode(fallback.envelope, Struct), is_error=True
+            envelope_json=orjson.dumps(envelope), is_error=is_error
         )
-    return query_service_pb2.SessionToolResponse(envelope=envelope, is_error=result.is_error)
+    return query_service_pb2.SessionToolResponse(
+        envelope=codec.decode(envelope, Struct, path="envelope"), is_error=is_error
+    )

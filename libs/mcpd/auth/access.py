@@ -97,6 +97,11 @@ class AccessRule:
         return self.audit_action or snake_case(self.method.rpartition(".")[2])
 
     @property
+    def reads_only(self) -> bool:
+        """Whether the method only reads: a read key may call it."""
+        return self.scope == enums_pb2.KEY_SCOPE_READ
+
+    @property
     def audited(self) -> bool:
         """Whether allowed calls write an audit row."""
         return bool(self.audit_action)

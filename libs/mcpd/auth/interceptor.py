@@ -23,6 +23,7 @@ Methods that are not mcpd RPCs (health, reflection) pass through untouched.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import logging
@@ -63,6 +64,8 @@ log = logging.getLogger("mcpd.auth")
 _Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
 _Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 _Continuation: TypeAlias = "Callable[[grpc.HandlerCallDetails], Awaitable[_Handler | None]]"
+# An admitted call's principal, and its audit row's write when the handler may run beside it.
+_Admitted: TypeAlias = "tuple[Principal, asyncio.Future[None] | None]"
 
 # Request fields naming what an audited call touched, in order of preference.
 RESOURCE_FIELDS = ("trace_id", "dataset_id", "run_id", "id")
@@ -113,7 +116,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             await self._authorize(rule, principal, None, source)
             return _ACCESS_GRANTED
 
-        async def admit(request: Any) -> Principal:
+        async def admit(request: Any) -> _Admitted:
             return await self._admit(rule, principal, request, source)
 
         return _wrap(handler, admit)
@@ -152,12 +155,16 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     async def _admit(
         self, rule: AccessRule, principal: Principal, request: Any, source: str
-    ) -> Principal:
+    ) -> _Admitted:
         """Authorize `principal` for the request, resolve its project (written back into the
-        request) and audit; the principal to bind for the handler.
+        request) and audit; the principal to bind for the handler, with the audit write still
+        under way when the handler may run beside it.
 
         Runs once the request is read, which costs nothing a holder of a valid credential
         could not cost anyway, so a refusal's audit row can name the resource asked for.
+        A read's row is written while the handler runs, and its answer waits for the row (so
+        no answer leaves unaudited); any other call's row is written before the handler runs,
+        so no change happens unaudited.
         """
         await self._authorize(rule, principal, request, source)
         requested = _string_field(request, "project")
@@ -172,9 +179,13 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 )
                 raise
             request.project = project
-        if rule.audited:
-            await self._record_allowed(rule, principal, project, request, source)
-        return principal
+        if not rule.audited:
+            return principal, None
+        recording = self._record_allowed(rule, principal, project, request, source)
+        if rule.reads_only:
+            return principal, asyncio.ensure_future(recording)
+        await recording
+        return principal, None
 
     async def _record_allowed(
         self, rule: AccessRule, principal: Principal, project: str, request: Any, source: str
@@ -261,7 +272,7 @@ async def _granted(request: bytes, context: _Context) -> bytes:
 _ACCESS_GRANTED: _Handler = grpc.unary_unary_rpc_method_handler(_granted)
 
 
-def _wrap(handler: _Handler, admit: Callable[[Any], Awaitable[Principal]]) -> _Handler:
+def _wrap(handler: _Handler, admit: Callable[[Any], Awaitable[_Admitted]]) -> _Handler:
     if handler.response_streaming:
         return grpc.unary_stream_rpc_method_handler(
             _streaming(handler.unary_stream, admit),
@@ -276,14 +287,20 @@ def _wrap(handler: _Handler, admit: Callable[[Any], Awaitable[Principal]]) -> _H
 
 
 def _unary(
-    behavior: Any, admit: Callable[[Any], Awaitable[Principal]]
+    behavior: Any, admit: Callable[[Any], Awaitable[_Admitted]]
 ) -> Callable[[Any, _Context], Awaitable[Any]]:
     async def call(request: Any, context: _Context) -> Any:
-        bound = bind_principal(await admit(request))
+        principal, recording = await admit(request)
+        bound = bind_principal(principal)
         try:
-            result = behavior(request, context)
-            if inspect.isawaitable(result):
-                result = await result
+            try:
+                result = behavior(request, context)
+                if inspect.isawaitable(result):
+                    result = await result
+            finally:
+                if recording is not None:
+                    # A failed audit write refuses the call, whatever the handler answered.
+                    await recording
             return result
         finally:
             unbind_principal(bound)
@@ -292,10 +309,13 @@ def _unary(
 
 
 def _streaming(
-    behavior: Any, admit: Callable[[Any], Awaitable[Principal]]
+    behavior: Any, admit: Callable[[Any], Awaitable[_Admitted]]
 ) -> Callable[[Any, _Context], AsyncIterator[Any]]:
     async def call(request: Any, context: _Context) -> AsyncIterator[Any]:
-        bound = bind_principal(await admit(request))
+        principal, recording = await admit(request)
+        if recording is not None:
+            await recording  # before the first response leaves
+        bound = bind_principal(principal)
         try:
             result = behavior(request, context)
             if hasattr(result, "__aiter__"):

@@ -243,9 +243,21 @@ async def test_an_audit_write_failure_fails_an_allowed_call(served: Served) -> N
         served.query.GetTrace(q.GetTraceRequest(trace_id="t1"), metadata=bearer(READ_SECRET))
     )
     assert (got.code, got.reason) == (grpc.StatusCode.UNAVAILABLE, "AUDIT_UNAVAILABLE")
-    assert served.recorder.calls == []  # no unaudited read
+    # A read runs beside its audit write; its answer is refused with it: no unaudited read.
+    assert [call.method for call in served.recorder.calls] == ["GetTrace"]
     # Unaudited methods do not depend on the audit log.
     await served.query.GetCapabilities(q.GetCapabilitiesRequest(), metadata=bearer(READ_SECRET))
+
+
+async def test_an_audit_write_failure_keeps_a_change_from_happening(served: Served) -> None:
+    served.store.fail_audit = True
+    got = await failure(
+        served.query.DeleteTrace(
+            q.DeleteTraceRequest(project="b", trace_id="t1"), metadata=bearer(ADMIN_SECRET)
+        )
+    )
+    assert (got.code, got.reason) == (grpc.StatusCode.UNAVAILABLE, "AUDIT_UNAVAILABLE")
+    assert served.recorder.calls == []  # the handler never ran: no unaudited change
 
 
 async def test_an_audit_write_failure_still_refuses(served: Served) -> None:

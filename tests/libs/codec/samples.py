@@ -117,6 +117,8 @@ def _scalar(field: FieldDescriptor, variant: int) -> Any:
         return ["", "abc", "ünïcode ✓", "with, comma"][variant % 4]
     if kind == FieldDescriptor.TYPE_BOOL:
         return variant % 2 == 0
+    if kind == FieldDescriptor.TYPE_BYTES:
+        return [b"", b'{"a":1}', b"\x00\xff\xfe", "ünïcode".encode()][variant % 4]
     if kind == FieldDescriptor.TYPE_DOUBLE:
         return [0.0, 1.5, -2.25e10, 3.0][variant % 4]
     if kind == FieldDescriptor.TYPE_ENUM:

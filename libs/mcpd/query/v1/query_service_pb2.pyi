@@ -983,8 +983,13 @@ class SessionToolRequest(_message.Message):
 
     PROJECT_FIELD_NUMBER: _builtins.int
     ARGUMENTS_FIELD_NUMBER: _builtins.int
+    JSON_ENVELOPE_FIELD_NUMBER: _builtins.int
     project: _builtins.str
     """Project selector."""
+    json_envelope: _builtins.bool
+    """Answer with `envelope_json` instead of `envelope`: for a caller that renders JSON (the MCP
+    endpoint), which would otherwise convert every value of the envelope to a Struct and back.
+    """
     @_builtins.property
     def arguments(self) -> _struct_pb2.Struct:
         """The tool's arguments exactly as the caller sent them; the tool validates them."""
@@ -994,10 +999,11 @@ class SessionToolRequest(_message.Message):
         *,
         project: _builtins.str = ...,
         arguments: _struct_pb2.Struct | None = ...,
+        json_envelope: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments", "project", b"project"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["arguments", b"arguments", "json_envelope", b"json_envelope", "project", b"project"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1011,23 +1017,31 @@ class SessionToolResponse(_message.Message):
 
     ENVELOPE_FIELD_NUMBER: _builtins.int
     IS_ERROR_FIELD_NUMBER: _builtins.int
+    ENVELOPE_JSON_FIELD_NUMBER: _builtins.int
     is_error: _builtins.bool
     """True when the envelope is an error envelope (an in-band MCP tool error)."""
+    envelope_json: _builtins.bytes
+    """The envelope as UTF-8 JSON, when the request set `json_envelope`."""
     @_builtins.property
     def envelope(self) -> _struct_pb2.Struct:
-        """The envelope (schema_version, tool, request, data or error, warnings, performance)."""
+        """The envelope (schema_version, tool, request, data or error, warnings, performance).
+        Unset when the request set `json_envelope`.
+        """
 
     def __init__(
         self,
         *,
         envelope: _struct_pb2.Struct | None = ...,
         is_error: _builtins.bool = ...,
+        envelope_json: _builtins.bytes | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_envelope_json", b"_envelope_json", "envelope", b"envelope", "envelope_json", b"envelope_json"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope", "is_error", b"is_error"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_envelope_json", b"_envelope_json", "envelope", b"envelope", "envelope_json", b"envelope_json", "is_error", b"is_error"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__envelope_json: _TypeAlias = _typing.Literal["envelope_json"]  # noqa: Y015
+    _WhichOneofArgType__envelope_json: _TypeAlias = _typing.Literal["_envelope_json", b"_envelope_json"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__envelope_json) -> _WhichOneofReturnType__envelope_json | None: ...
 
 Global___SessionToolResponse: _TypeAlias = SessionToolResponse  # noqa: Y015
 

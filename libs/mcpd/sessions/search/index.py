@@ -28,22 +28,32 @@ import tantivy
 
 from mcpd.sessions.search.analysis import ANALYSIS_VERSION, Unit, analyzer
 from mcpd.sessions.search.documents import (
+    PROJECT_CODE,
     SEP,
     TOKENIZER,
+    TYPE_CODE,
     IndexDoc,
     IndexFilter,
     IndexHit,
     Mark,
     document,
     schema,
+    value_code,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 FORMAT = f"mcpd-events-s{SCHEMA_VERSION}-a{ANALYSIS_VERSION}"
 STATE_FILE = "mcpd-state.json"
 WRITER_HEAP_BYTES = 64_000_000
 # How many tied hits a search reads, at most, to order a tie that straddles the limit.
 MAX_TIE_READ = 2_000
+# The unfiltered first try reads enough hits to expect PREFETCH_MARGIN times the wanted ones
+# to pass the filter (at the filter's share of the documents), at least PREFETCH_MIN; a filter
+# too narrow to expect that within PREFETCH_MAX hits goes straight to the filtered query, which
+# is cheap for a narrow filter.
+PREFETCH_MARGIN = 3
+PREFETCH_MIN = 100
+PREFETCH_MAX = 2_000
 
 
 class IndexBusyError(Exception):
@@ -151,26 +161,67 @@ class SearchIndex:
         self, units: Sequence[Unit], where: IndexFilter, limit: int
     ) -> tuple[list[IndexHit], bool]:
         """The best `limit` hits ordered by (score desc, timestamp desc, id asc), and whether
-        more matched. Units are OR-ed; a tie at the limit is resolved over all tied hits."""
+        more matched. Units are OR-ed; a tie at the limit is resolved over all tied hits.
+
+        A filter that only names the project and the event types is tried first as an
+        unfiltered query, whose top hits are checked against the filter by their fast fields:
+        that query is pruned (block-max WAND), which a conjunction with filters is not. Its
+        answer is used only when it provably holds every match the filtered query would rank
+        at or above the limit; otherwise the filtered query runs.
+        """
         if not units or not where.event_types or limit < 1:
             return [], False
-        query = self._query(units, where)
         searcher = self._index.searcher()
+        candidates = self._prefiltered(searcher, units, where, limit)
+        if candidates is None:
+            candidates = self._filtered(searcher, units, where, limit)
+        return _ordered(searcher, candidates, limit)
+
+    def _filtered(
+        self, searcher: tantivy.Searcher, units: Sequence[Unit], where: IndexFilter, limit: int
+    ) -> list[tuple[float, tantivy.DocAddress]]:
+        """The filtered query's hits down to the limit's score, ties at the limit included,
+        and one more when more matched."""
+        query = self._query(units, where)
         wanted = limit + 1
         while True:
             hits = searcher.search(query, limit=wanted, count=False).hits
             tie_cut = len(hits) == wanted and hits[-1][0] >= hits[limit - 1][0]
             if not tie_cut or wanted >= MAX_TIE_READ:
-                break
+                return list(hits)
             wanted = min(wanted * 4, MAX_TIE_READ)
+
+    def _prefiltered(
+        self, searcher: tantivy.Searcher, units: Sequence[Unit], where: IndexFilter, limit: int
+    ) -> list[tuple[float, tantivy.DocAddress]] | None:
+        """The hits of the unfiltered query that pass the filter, when they are complete down
+        to the limit's score (a filter never changes a score: filters score nothing); None when
+        this path does not apply or cannot prove its answer complete."""
+        narrowed = (where.session_id, where.turn_id, where.harness, where.source)
+        if any(value is not None for value in narrowed):
+            return None
+        depth = _prefetch_depth(searcher, where, limit)
+        if depth is None:
+            return None
+        hits = searcher.search(_text_query(self._schema, units), limit=depth, count=False).hits
         addresses = [address for _, address in hits]
-        stamps = searcher.fast_field_values("timestamp_ns", addresses)
-        found = [
-            IndexHit(str(searcher.doc(address).get_first("event_id")), score, int(stamp or 0))
-            for (score, address), stamp in zip(hits, stamps, strict=True)
+        projects = searcher.fast_field_values(PROJECT_CODE, addresses)
+        types = searcher.fast_field_values(TYPE_CODE, addresses)
+        project = value_code(where.project)
+        wanted_types = {value_code(event_type) for event_type in where.event_types}
+        kept = [
+            hit
+            for hit, hit_project, hit_type in zip(hits, projects, types, strict=True)
+            if hit_project == project and hit_type in wanted_types
         ]
-        found.sort(key=lambda hit: (-hit.score, -hit.timestamp_ns, hit.event_id))
-        return found[:limit], len(found) > limit
+        if len(hits) < depth:
+            return kept  # every match was read
+        # More hits may follow the last one read, none scoring above it: the kept hits are
+        # complete from the limit's score up only when that score is above the last one read,
+        # and `truncated` is known only when a match past the limit was kept.
+        if len(kept) <= limit or kept[limit - 1][0] <= hits[-1][0]:
+            return None
+        return kept
 
     def weights(self, units: Sequence[Unit]) -> list[float]:
         """Each unit's inverse document frequency (a phrase: the sum of its tokens')."""
@@ -198,17 +249,7 @@ class SearchIndex:
 
     def _query(self, units: Sequence[Unit], where: IndexFilter) -> tantivy.Query:
         schema = self._schema
-        terms = [
-            tantivy.Query.term_query(schema, "text", unit[0])
-            if len(unit) == 1
-            else tantivy.Query.phrase_query(schema, "text", list(unit))
-            for unit in units
-        ]
-        text = (
-            terms[0]
-            if len(terms) == 1
-            else tantivy.Query.boolean_query([(tantivy.Occur.Should, term) for term in terms])
-        )
+        text = _text_query(schema, units)
         filters = [tantivy.Query.term_set_query(schema, "type", list(where.event_types))]
         exact = {
             "project": where.project,
@@ -299,3 +340,49 @@ class SearchIndex:
 
 def _idf(total: int, frequency: int) -> float:
     return math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
+
+
+def _text_query(schema: tantivy.Schema, units: Sequence[Unit]) -> tantivy.Query:
+    """The units OR-ed: a token's term query, a phrase's phrase query."""
+    terms = [
+        tantivy.Query.term_query(schema, "text", unit[0])
+        if len(unit) == 1
+        else tantivy.Query.phrase_query(schema, "text", list(unit))
+        for unit in units
+    ]
+    if len(terms) == 1:
+        return terms[0]
+    return tantivy.Query.boolean_query([(tantivy.Occur.Should, term) for term in terms])
+
+
+def _prefetch_depth(searcher: tantivy.Searcher, where: IndexFilter, limit: int) -> int | None:
+    """How many unfiltered hits to read to expect enough that pass `where`; None when the
+    filter is too narrow for that to pay (or nothing is indexed)."""
+    total = searcher.num_docs
+    if total == 0:
+        return None
+    typed = sum(searcher.doc_freq("type", event_type) for event_type in set(where.event_types))
+    share = min(1.0, typed / total) * min(1.0, searcher.doc_freq("project", where.project) / total)
+    if share <= 0:
+        return None
+    depth = math.ceil(PREFETCH_MARGIN * (limit + 1) / share)
+    return None if depth > PREFETCH_MAX else max(depth, PREFETCH_MIN)
+
+
+def _ordered(
+    searcher: tantivy.Searcher, candidates: list[tuple[float, tantivy.DocAddress]], limit: int
+) -> tuple[list[IndexHit], bool]:
+    """The best `limit` of `candidates` in the contract's order, and whether there were more.
+    Only those scoring at least the limit's score can place, so only their ids are read."""
+    if not candidates:
+        return [], False
+    ranked = sorted(candidates, key=lambda hit: -hit[0])
+    floor = ranked[min(limit, len(ranked)) - 1][0]
+    placing = [hit for hit in ranked if hit[0] >= floor]
+    stamps = searcher.fast_field_values("timestamp_ns", [address for _, address in placing])
+    found = [
+        IndexHit(str(searcher.doc(address).get_first("event_id")), score, int(stamp or 0))
+        for (score, address), stamp in zip(placing, stamps, strict=True)
+    ]
+    found.sort(key=lambda hit: (-hit.score, -hit.timestamp_ns, hit.event_id))
+    return found[:limit], len(candidates) > limit

@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, Table, func, or_, select, tuple_
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    Table,
+    bindparam,
+    func,
+    or_,
+    select,
+    tuple_,
+)
 
 from mcpd.sessions.model import EventRecord, FileTouch, SessionRecord, TurnRecord
 from mcpd.sessions.store import SessionListQuery, TouchQuery
@@ -245,17 +255,34 @@ def _records_by_id(
 ) -> dict[str, R]:
     """One query per CHUNK ids (an IN list of bound parameters has a ceiling on every backend)."""
     found: dict[str, R] = {}
+    statement = _BY_IDS[table.name]
     for chunk in chunks(ids):
-        rows = conn.execute(select(table).where(table.c.project == project, table.c.id.in_(chunk)))
+        rows = conn.execute(statement, {"project": project, "ids": chunk})
         found.update((row.id, record_of(row._mapping)) for row in rows)
     return found
 
 
 def _by_id(conn: Connection, table: Table, project: str, row_id: str) -> Any:
-    row = conn.execute(
-        select(table).where(table.c.project == project, table.c.id == row_id)
-    ).first()
+    row = conn.execute(_BY_ID[table.name], {"project": project, "id": row_id}).first()
     return row._mapping if row is not None else None
+
+
+# The point reads of the tools' hot paths, built once: building a statement costs SQLAlchemy
+# more than the database takes to answer it.
+def _by_ids_statement(table: Table) -> Select[Any]:
+    return select(table).where(
+        table.c.project == bindparam("project"), table.c.id.in_(bindparam("ids", expanding=True))
+    )
+
+
+def _by_id_statement(table: Table) -> Select[Any]:
+    return select(table).where(
+        table.c.project == bindparam("project"), table.c.id == bindparam("id")
+    )
+
+
+_BY_IDS = {table.name: _by_ids_statement(table) for table in (events, turns, sessions)}
+_BY_ID = {table.name: _by_id_statement(table) for table in (events, turns, sessions)}
 
 
 def _first_id(
