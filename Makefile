@@ -38,15 +38,19 @@ run: install
 # an end-to-end test spends most of its time waiting for a daemon, so on two cores four workers
 # finish sooner than two.
 TEST_WORKERS ?= 4
+# Bytecode caches, also where PYTHONDONTWRITEBYTECODE is set: without them every worker and
+# every daemon a test starts compiles each module again, and pytest rewrites the asserts of
+# every test module again (collection alone takes several times as long). Git ignores them.
+PYTEST = PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 test: test-deps
-	@$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
+	@$(PYTEST) -n $(TEST_WORKERS) --dist loadfile
 
 # The edit loop: no test that starts a process of ours (the e2e marker, which
 # mcpd.testing.pytest_plugin enforces), so neither daemons nor node. Everything in tests/e2e is
 # e2e, and only its schemathesis test uses the property-testing plugins: neither is loaded.
 FAST_WORKERS ?= 2
 test-fast: install
-	@$(BIN)/pytest -m "not e2e" --ignore=tests/e2e -p no:schemathesis -p no:hypothesispytest \
+	@$(PYTEST) -m "not e2e" --ignore=tests/e2e -p no:schemathesis -p no:hypothesispytest \
 		-n $(FAST_WORKERS) --dist loadfile
 
 lint: install
