@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
-from itertools import groupby
 from typing import Any, TypeVar, cast
 
 from mcpd import codec
@@ -115,16 +114,18 @@ class Leases:
     def _claim_once(self, request: runs_pb2.ClaimRequest) -> list[runs_pb2.StepLease]:
         project = request.project
         only = request.run_id if request.HasField("run_id") else None
-        found = self._store.claimable(project, run_id=only, limit=request.max)
-        acts = {
-            run_id: partial(
-                self._lease,
-                wanted=[(step_key, attempt) for _, step_key, attempt in group],
-                worker_id=request.worker_id,
-            )
-            for run_id, group in groupby(sorted(found), key=lambda candidate: candidate[0])
-        }
-        leases = [lease for taken in self._mover.move_each(project, acts) for lease in taken or []]
+        # A read first, so a claim that finds nothing never takes the write lock; what it found
+        # is read again in the transaction that leases it (see `RunTransitions.claim_each`).
+        if not self._store.claimable(project, run_id=only, limit=request.max):
+            return []
+        worker_id = request.worker_id
+        taken = self._mover.claim(
+            project,
+            run_id=only,
+            limit=request.max,
+            act=lambda wanted: partial(self._lease, wanted=wanted, worker_id=worker_id),
+        )
+        leases = [lease for granted in taken for lease in granted or []]
         return leases[: request.max]
 
     def _lease(

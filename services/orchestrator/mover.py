@@ -3,7 +3,7 @@ clock, the lease length, and the wakeups of claims held in this process."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from mcpd.runtime.clock import Clock, epoch_nanos
@@ -65,13 +65,25 @@ class Mover:
         self.wake_if(offered)
         return answer
 
-    def move_each(self, project: str, acts: Mapping[str, Callable[[Moves], T]]) -> list[T | None]:
-        """A transition of each run of `acts` by its act, in one transaction, skipping runs
+    def claim(
+        self,
+        project: str,
+        *,
+        run_id: str | None,
+        limit: int,
+        act: Callable[[list[tuple[str, int]]], Callable[[Moves], T]],
+    ) -> list[T | None]:
+        """One transaction that reads up to `limit` offerable attempts (of `run_id` alone when
+        given) and moves each of their runs by `act(its [(step_key, attempt)])`, skipping runs
         whose tree another transaction holds."""
         now = self.now()
         offered: list[bool] = []
-        answers = self.store.transition_each(
-            project, list(acts), lambda run_id: self.decide(acts[run_id], now, offered), now=now
+        answers = self.store.claim_each(
+            project,
+            run_id=run_id,
+            limit=limit,
+            decide=lambda wanted: self.decide(act(wanted), now, offered),
+            now=now,
         )
         self.wake_if(offered)
         return answers

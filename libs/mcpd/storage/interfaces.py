@@ -685,16 +685,21 @@ class RunTransitions(Protocol):
         transaction, with the lease in the snapshot; None when there is no such lease."""
         ...
 
-    def transition_each(
+    def claim_each(
         self,
         project: str,
-        run_ids: Sequence[str],
-        decide: Callable[[str], Callable[[RunSnapshot], tuple[RunChanges, T]]],
         *,
+        run_id: str | None,
+        limit: int,
+        decide: Callable[[list[tuple[str, int]]], Callable[[RunSnapshot], tuple[RunChanges, T]]],
         now: int,
     ) -> list[T | None]:
-        """`transition` of each run in turn (with SKIP LOCKED), all in one transaction: what a
-        claim that leases several runs' attempts commits once."""
+        """In one transaction: read up to `limit` offerable attempts as `claimable` does, then
+        `transition` (with SKIP LOCKED) each of their runs, in run id order, decided by `decide`
+        of that run's `[(step_key, attempt), ...]`. Reading inside the write transaction keeps
+        concurrent claims from picking the same attempt: writers on one SQLite file take turns
+        (and the claims of one group commit see each other's leases), and on PostgreSQL a run
+        another claim holds is skipped."""
         ...
 
     def claimable(

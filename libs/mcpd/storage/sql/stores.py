@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection
@@ -598,23 +600,34 @@ class SqlRunStore(SqlStore):
             )
         )
 
-    def transition_each(
+    def claim_each(
         self,
         project: str,
-        run_ids: Sequence[str],
-        decide: Callable[[str], Callable[[RunSnapshot], tuple[RunChanges, T]]],
         *,
+        run_id: str | None,
+        limit: int,
+        decide: Callable[[list[tuple[str, int]]], Callable[[RunSnapshot], tuple[RunChanges, T]]],
         now: int,
     ) -> list[T | None]:
-        """A transition of each run, skipping those held, in one transaction."""
-        return self._write(
-            lambda conn: [
+        """The offerable attempts read and their runs moved in one transaction (`claim_each`
+        of `RunTransitions`)."""
+
+        def work(conn: Connection) -> list[T | None]:
+            found = transitions.claimable(conn, project, run_id=run_id, limit=limit, lock=True)
+            return [
                 transitions.transition(
-                    conn, self._dialect, project, run_id, decide(run_id), now=now, skip_locked=True
+                    conn,
+                    self._dialect,
+                    project,
+                    run,
+                    decide([(step_key, attempt) for _, step_key, attempt in group]),
+                    now=now,
+                    skip_locked=True,
                 )
-                for run_id in run_ids
+                for run, group in groupby(sorted(found), key=itemgetter(0))
             ]
-        )
+
+        return self._write(work)
 
     def claimable(
         self, project: str, *, run_id: str | None, limit: int

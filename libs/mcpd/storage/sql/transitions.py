@@ -150,6 +150,11 @@ _CLAIMABLE, _CLAIMABLE_IN_RUN = (
     .limit(bindparam("p_limit"))
     for where in ((), (_A.run_id == bindparam("p_run_id"),))
 )
+# What a claim leases: on PostgreSQL the rows stay locked to the claim, and one that another
+# claim holds is passed over for the next (SQLite renders no FOR UPDATE: its writers take turns).
+_CLAIM, _CLAIM_IN_RUN = (
+    statement.with_for_update(skip_locked=True) for statement in (_CLAIMABLE, _CLAIMABLE_IN_RUN)
+)
 _NEXT_EVENT_SEQ = (
     update(runs)
     .where(*_RUN)
@@ -434,16 +439,18 @@ def _append_events(
 
 
 def claimable(
-    conn: Connection, project: str, *, run_id: str | None, limit: int
+    conn: Connection, project: str, *, run_id: str | None, limit: int, lock: bool = False
 ) -> list[tuple[str, str, int]]:
     """Up to `limit` (run_id, step_key, attempt) of the project's offerable attempts, oldest
     first: pending claimable steps (not a node's `wait` row) with no retry timer still holding
-    the step."""
+    the step. With `lock` (in a write transaction) the rows are locked, skipping locked ones."""
     where = {"p_project": project, "p_limit": limit}
     if run_id is None:
-        found = conn.execute(_CLAIMABLE, where)
+        found = conn.execute(_CLAIM if lock else _CLAIMABLE, where)
     else:
-        found = conn.execute(_CLAIMABLE_IN_RUN, {**where, "p_run_id": run_id})
+        found = conn.execute(
+            _CLAIM_IN_RUN if lock else _CLAIMABLE_IN_RUN, {**where, "p_run_id": run_id}
+        )
     return [(row.run_id, row.step_key, row.attempt) for row in found]
 
 
