@@ -162,7 +162,12 @@ def test_a_process_opens_only_the_stores_it_names(tmp_path: Path) -> None:
             with pytest.raises(LookupError, match="did not open the trace store"):
                 getattr(s, missing)
     # Neither the trace database nor the session search index was created.
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["control.db", "run.db"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "control.db",
+        "control.db-writer",  # the writers' queue (mcpd.storage.sql.engine)
+        "run.db",
+        "run.db-writer",
+    ]
 
     with open_stores(
         "sqlite", data_dir=tmp_path, postgres_url=None, clickhouse_url=None, stores={"control"}

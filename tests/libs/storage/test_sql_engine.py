@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -79,6 +82,78 @@ def test_sqlite_read_connection_takes_no_write_lock(tmp_path: Path) -> None:
         assert statements[0] == "BEGIN"
     finally:
         other.close()
+        engine.dispose()
+
+
+def _writer_turn_is_free(path: Path) -> bool:
+    """Whether no connection holds the file's writers' queue (probed without waiting)."""
+    fd = os.open(f"{path}-writer", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops a lock this probe took
+    return True
+
+
+def test_sqlite_writers_queue_in_the_kernel_and_leave_after_commit(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    first = create_sqlite_engine(path, synchronous=Synchronous.NORMAL)
+    second = create_sqlite_engine(path, synchronous=Synchronous.NORMAL)
+    with first.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE t (n INTEGER)")
+    assert _writer_turn_is_free(path)
+    began = threading.Event()
+
+    def write_second() -> None:
+        with second.begin() as conn:
+            began.set()
+            conn.exec_driver_sql("INSERT INTO t VALUES (2)")
+
+    try:
+        with first.connect() as conn:
+            with conn.begin():
+                conn.exec_driver_sql("INSERT INTO t VALUES (1)")
+                assert not _writer_turn_is_free(path)
+                waiting = threading.Thread(target=write_second)
+                waiting.start()
+                # Queued behind the first writer, not begun.
+                assert not began.wait(0.2)
+                with read_connection(second) as reader:  # readers do not queue
+                    assert reader.exec_driver_sql("SELECT count(*) FROM t").scalar() == 0
+            # Committed, its connection still open: the next writer is in.
+            waiting.join(timeout=5)
+            assert began.is_set()
+            assert not waiting.is_alive()
+        with read_connection(first) as reader:
+            assert reader.exec_driver_sql("SELECT n FROM t ORDER BY n").scalars().all() == [1, 2]
+        assert _writer_turn_is_free(path)
+    finally:
+        first.dispose()
+        second.dispose()
+
+
+def test_sqlite_a_rolled_back_writer_leaves_the_queue(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    engine = create_sqlite_engine(path, synchronous=Synchronous.NORMAL)
+    try:
+        held: list[bool] = []
+
+        def fail_inside_a_write() -> None:
+            with engine.begin() as conn:
+                conn.execute(select(1))
+                held.append(not _writer_turn_is_free(path))
+                raise ZeroDivisionError
+
+        with pytest.raises(ZeroDivisionError):
+            fail_inside_a_write()
+        assert held == [True]
+        assert _writer_turn_is_free(path)
+        with read_connection(engine) as conn:
+            conn.execute(select(1))
+            assert _writer_turn_is_free(path)
+    finally:
         engine.dispose()
 
 

@@ -17,6 +17,13 @@ SQLite settings, and why:
   used, up to the limit, per connection.
 * `foreign_keys=ON`: SQLite ignores foreign keys unless told otherwise, per connection.
 * `busy_timeout`: a writer waits for the lock instead of failing at once with SQLITE_BUSY.
+* A writers' queue in the kernel: before `BEGIN IMMEDIATE` a connection takes an exclusive
+  `flock` on `<database>-writer`, and lets it go once the transaction has committed or rolled
+  back. SQLite's busy handler sleeps in growing steps (1, 2, 5, 10 ms and on) and does not wake
+  when the lock comes free, so writers of several processes left the file idle between their
+  transactions; a waiter on the `flock` is woken the moment it is released. Readers take no
+  `flock`. The kernel drops the lock of a process that dies. Only mcpd's connections queue there;
+  another program writing the file still meets SQLite's busy handler.
 * `BEGIN IMMEDIATE` for every transaction except those opened with `read_connection`: taking
   the write lock at BEGIN means a transaction that reads and then writes cannot fail half-way
   with SQLITE_BUSY (a deferred transaction cannot wait to upgrade its lock), and it serialises
@@ -32,7 +39,9 @@ error that escapes to a log carries the statement only.
 from __future__ import annotations
 
 import enum
+import fcntl
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -66,7 +75,11 @@ def create_sqlite_engine(
         URL.create("sqlite", database=str(path)),
         # The pool hands a connection to one thread at a time; stores are called from worker
         # threads, so the driver's same-thread check would only get in the way.
-        connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
+        connect_args={
+            "check_same_thread": False,
+            "timeout": BUSY_TIMEOUT_MS / 1000,
+            "factory": QueuedWriterConnection,
+        },
         hide_parameters=True,
         json_deserializer=json_loads,
     )
@@ -95,9 +108,64 @@ def create_sqlite_engine(
         if conn.get_execution_options().get(READ_ONLY_OPTION, False):
             conn.exec_driver_sql("BEGIN")
         else:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            driver = conn.connection.driver_connection
+            assert isinstance(driver, QueuedWriterConnection)
+            driver.queue_for_writing()
+            try:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            except BaseException:
+                driver.writing_ended()
+                raise
 
     return engine
+
+
+class QueuedWriterConnection(sqlite3.Connection):
+    """A SQLite connection whose write transactions queue on an `flock` of `<database>-writer`
+    (see the module docstring): taken by `queue_for_writing` before `BEGIN IMMEDIATE`, released
+    when the transaction commits or rolls back, or the connection closes."""
+
+    def __init__(self, database: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(database, *args, **kwargs)
+        self._writer_lock_path = f"{database}-writer"
+        self._writer_lock: int | None = None
+        self._writing = False
+
+    def queue_for_writing(self) -> None:
+        """Wait until no other connection of mcpd writes the file, then hold it for this one."""
+        if self._writer_lock is None:
+            self._writer_lock = os.open(
+                self._writer_lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
+            )
+        fcntl.flock(self._writer_lock, fcntl.LOCK_EX)
+        self._writing = True
+
+    def writing_ended(self) -> None:
+        """Let the next writer in (nothing when this connection holds no write turn)."""
+        if self._writing and self._writer_lock is not None:
+            fcntl.flock(self._writer_lock, fcntl.LOCK_UN)
+        self._writing = False
+
+    def commit(self) -> None:
+        try:
+            super().commit()
+        finally:
+            self.writing_ended()
+
+    def rollback(self) -> None:
+        try:
+            super().rollback()
+        finally:
+            self.writing_ended()
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.writing_ended()
+            if self._writer_lock is not None:
+                os.close(self._writer_lock)
+                self._writer_lock = None
 
 
 def _enable_wal(dbapi_connection: sqlite3.Connection) -> None:
