@@ -80,8 +80,14 @@ class UpstreamTools:
                 details={"retryable": True},
                 elapsed_ms=elapsed_since(began),
             )
-        if response.HasField("envelope"):
-            # A query service that predates `json_envelope` (a rolling upgrade) sends a Struct;
-            # codec.encode gives integral numbers back as JSON integers (a Struct holds doubles).
-            return ToolAnswer(codec.encode(response.envelope), is_error=response.is_error)
-        return ToolAnswer(orjson.loads(response.envelope_json), is_error=response.is_error)
+        return ToolAnswer(envelope_of(response), is_error=response.is_error)
+
+
+def envelope_of(response: query_service_pb2.SessionToolResponse) -> dict[str, Any]:
+    """The envelope of a tool's response, sent as JSON or as a Struct."""
+    if response.HasField("envelope"):
+        # A query service that predates `json_envelope` (a rolling upgrade) sends a Struct;
+        # codec.encode gives integral numbers back as JSON integers (a Struct holds doubles).
+        return codec.encode(response.envelope)
+    envelope: dict[str, Any] = orjson.loads(response.envelope_json)
+    return envelope

@@ -9,7 +9,6 @@ from typing import Any
 import grpc
 import grpc.aio
 import httpx
-import orjson
 import pytest
 from starlette.requests import Request
 
@@ -18,9 +17,8 @@ from gateway.app import create_app
 from gateway.mcp import ToolCatalog, caller_from_request
 from gateway.mcp.envelopes import ERROR_SCHEMA_VERSION, failure_answer, in_spec_order
 from gateway.mcp.server import tool_result
+from gateway.mcp.upstream import envelope_of
 from gateway.tests.mcp_stub import CATALOG
-from mcpd import codec
-from mcpd.query.v1 import query_service_pb2
 from mcpd.runtime.errors import FailedPrecondition
 from mcpd.runtime.errors_grpc import RpcFailure
 from services.query import servicer
@@ -198,14 +196,6 @@ def test_a_short_cursor_key_is_refused(tmp_path: Path) -> None:
         cursor_key(tmp_path)
 
 
-def answered(response: query_service_pb2.SessionToolResponse) -> dict[str, Any]:
-    """The envelope of a tool's response, in whichever form it was sent."""
-    if response.HasField("envelope"):
-        return codec.encode(response.envelope)
-    decoded: dict[str, Any] = orjson.loads(response.envelope_json)
-    return decoded
-
-
 @pytest.mark.parametrize("json_envelope", [False, True])
 def test_an_envelope_that_cannot_be_sent_becomes_an_internal_error(json_envelope: bool) -> None:
     deep: dict[str, Any] = {}
@@ -226,7 +216,7 @@ def test_an_envelope_that_cannot_be_sent_becomes_an_internal_error(json_envelope
     )
     assert response.is_error is True
     assert response.HasField("envelope") is not json_envelope
-    got = answered(response)
+    got = envelope_of(response)
     assert got["error"]["code"] == "internal_error"
     assert got["request"] == {"id": "e"}
     assert got["performance"] == {"elapsed_ms": 3}
@@ -246,7 +236,7 @@ def test_the_json_envelope_carries_what_the_struct_does() -> None:
     as_struct = servicer._tool_response("search_sessions", result, json_envelope=False)
     assert not as_json.HasField("envelope")
     assert not as_struct.HasField("envelope_json")
-    assert answered(as_json) == answered(as_struct) == envelope
+    assert envelope_of(as_json) == envelope_of(as_struct) == envelope
 
 
 def test_the_launch_context_metadata_is_read_and_malformed_values_ignored() -> None:
