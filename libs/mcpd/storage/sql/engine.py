@@ -128,8 +128,7 @@ class QueuedWriterConnection(sqlite3.Connection):
     def __init__(self, database: str, *args: Any, **kwargs: Any) -> None:
         super().__init__(database, *args, **kwargs)
         self._writer_lock_path = f"{database}-writer"
-        self._writer_lock: int | None = None
-        self._writing = False
+        self._writer_lock: int | None = None  # opened at the first write
 
     def queue_for_writing(self) -> None:
         """Wait until no other connection of mcpd writes the file, then hold it for this one."""
@@ -138,13 +137,12 @@ class QueuedWriterConnection(sqlite3.Connection):
                 self._writer_lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600
             )
         fcntl.flock(self._writer_lock, fcntl.LOCK_EX)
-        self._writing = True
 
     def writing_ended(self) -> None:
-        """Let the next writer in (nothing when this connection holds no write turn)."""
-        if self._writing and self._writer_lock is not None:
+        """Let the next writer in (releasing a turn this connection does not hold does
+        nothing)."""
+        if self._writer_lock is not None:
             fcntl.flock(self._writer_lock, fcntl.LOCK_UN)
-        self._writing = False
 
     def commit(self) -> None:
         try:
@@ -162,9 +160,8 @@ class QueuedWriterConnection(sqlite3.Connection):
         try:
             super().close()
         finally:
-            self.writing_ended()
             if self._writer_lock is not None:
-                os.close(self._writer_lock)
+                os.close(self._writer_lock)  # which releases a turn still held
                 self._writer_lock = None
 
 
