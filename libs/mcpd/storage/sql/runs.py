@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from sqlalchemy import Connection, insert, select, tuple_, update
+from sqlalchemy import Connection, select, tuple_, update
 
 from mcpd.storage.run_records import (
     RunChanges,
@@ -32,7 +32,13 @@ from mcpd.storage.sql.schema.run import (
     run_events,
     runs,
 )
-from mcpd.storage.sql.transitions import first_transition, read_journal, take_key
+from mcpd.storage.sql.transitions import (
+    first_transition,
+    insert_run,
+    read_journal,
+    stored_run,
+    take_key,
+)
 
 __all__ = [
     "START_SCOPE",
@@ -69,9 +75,9 @@ def start_run(
             .where(c.project == run["project"], c.scope == START_SCOPE, c.key == key)
             .values(target=run["run_id"], created_at=now, expires_at=now + key_ttl_ns)
         )
-    conn.execute(insert(runs), [dict(run)])
+    insert_run(conn, run)
     first_transition(conn, dialect, run, decide, now=now)
-    stored = _run(conn, run["project"], run["run_id"])
+    stored = stored_run(conn, run["project"], run["run_id"])
     assert stored is not None
     return stored, True
 
@@ -82,21 +88,12 @@ def _held_by(conn: Connection, run: RunRow, key: str) -> RunRow | None:
     target = conn.execute(
         select(c.target).where(c.project == run["project"], c.scope == START_SCOPE, c.key == key)
     ).scalar_one()
-    return _run(conn, run["project"], str(target))
-
-
-def _run(conn: Connection, project: str, run_id: str) -> RunRow | None:
-    row = (
-        conn.execute(select(runs).where(runs.c.project == project, runs.c.run_id == run_id))
-        .mappings()
-        .first()
-    )
-    return None if row is None else cast(RunRow, dict(row))
+    return stored_run(conn, run["project"], str(target))
 
 
 def run_detail(conn: Connection, project: str, run_id: str) -> RunDetailRecord | None:
     """The run with its attempts (in the order written), timers and waits."""
-    run = _run(conn, project, run_id)
+    run = stored_run(conn, project, run_id)
     if run is None:
         return None
     attempts, held, open_waits = read_journal(conn, run_id)

@@ -14,11 +14,12 @@ the lock shows: a candidate another process took in between is simply not there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 from sqlalchemy import (
     Connection,
+    Table,
     bindparam,
     delete,
     exists,
@@ -42,6 +43,7 @@ from mcpd.storage.run_records import (
     WaitRow,
 )
 from mcpd.storage.sql.dialect import SqlDialect, insert_ignore, upsert
+from mcpd.storage.sql.driver import DriverStatement
 from mcpd.storage.sql.schema.run import (
     idempotency_keys,
     leases,
@@ -66,6 +68,7 @@ __all__ = [
     "queued_spans",
     "read_journal",
     "sent_spans",
+    "stored_run",
     "take_key",
     "transition",
     "waiting",
@@ -79,56 +82,74 @@ _TIMER_COLUMNS = [timers.c.run_id, timers.c.kind, timers.c.step_key, timers.c.at
 EVENT_SCOPE = "event"
 KEY_TTL_NS = 24 * 3600 * 1_000_000_000
 
-# The statements of the transitions' hot path, built once with bound parameters: building a
-# statement per call costs SQLAlchemy more than SQLite takes to run it. Parameters are named
-# `p_<column>`, apart from the columns an UPDATE sets, which take the columns' own names.
+# The statements of the transitions' hot path, built once with bound parameters and run on the
+# driver's cursor (`DriverStatement`): through SQLAlchemy's execution each would cost more than
+# SQLite takes to run it, inside the write lock. Parameters are named `p_<column>`, apart from
+# the columns an INSERT or UPDATE writes, which take the columns' own names.
 _R, _A, _T, _W, _L = runs.c, step_attempts.c, timers.c, waits.c, leases.c
 _RUN = (_R.project == bindparam("p_project"), _R.run_id == bindparam("p_run_id"))
-_ROOT_OF = select(_R.root_run_id).where(*_RUN)
+_ROOT_OF = DriverStatement(select(_R.root_run_id).where(*_RUN))
+_RUN_ROW = DriverStatement(select(runs).where(*_RUN))
 _LOCK = {
-    skip: select(runs).where(*_RUN).with_for_update(skip_locked=skip) for skip in (False, True)
+    skip: DriverStatement(select(runs).where(*_RUN).with_for_update(skip_locked=skip))
+    for skip in (False, True)
 }
-_JOURNAL_ATTEMPTS = (
+_JOURNAL_ATTEMPTS = DriverStatement(
     select(*_ATTEMPT_COLUMNS)
     .where(_A.run_id == bindparam("p_run_id"))
     .order_by(_A.created_at, _A.attempt)
 )
-_JOURNAL_TIMERS = (
+_JOURNAL_TIMERS = DriverStatement(
     select(*_TIMER_COLUMNS, _T.due_at)
     .where(_T.run_id == bindparam("p_run_id"))
     .order_by(_T.due_at, _T.kind, _T.step_key)
 )
-_JOURNAL_WAITS = (
+_JOURNAL_WAITS = DriverStatement(
     select(_W.run_id, _W.step_key, _W.event, _W.key, _W.expires_at)
     .where(_W.run_id == bindparam("p_run_id"))
     .order_by(_W.step_key)
 )
-_LEASE_OF_PROJECT = select(*[c for c in leases.c if c.name != "project"]).where(
-    _L.project == bindparam("p_project"), _L.lease_id == bindparam("p_lease_id")
+_LEASE_OF_PROJECT = DriverStatement(
+    select(*[c for c in leases.c if c.name != "project"]).where(
+        _L.project == bindparam("p_project"), _L.lease_id == bindparam("p_lease_id")
+    )
 )
-_UPDATE_RUN = update(runs).where(_R.run_id == bindparam("p_run_id"))
-_ATTEMPT_KEY = (
-    _A.run_id == bindparam("p_run_id"),
-    _A.step_key == bindparam("p_step_key"),
-    _A.attempt == bindparam("p_attempt"),
+_UPDATE_RUN = DriverStatement(update(runs).where(_R.run_id == bindparam("p_run_id")))
+_UPDATE_ATTEMPT = DriverStatement(
+    update(step_attempts).where(
+        _A.run_id == bindparam("p_run_id"),
+        _A.step_key == bindparam("p_step_key"),
+        _A.attempt == bindparam("p_attempt"),
+    )
 )
-_UPDATE_ATTEMPT = update(step_attempts).where(*_ATTEMPT_KEY)
-_DROP_TIMERS = delete(timers).where(_T.run_id == bindparam("p_run_id"))
-_DROP_WAITS = delete(waits).where(_W.run_id == bindparam("p_run_id"))
-_DELETE_TIMER = delete(timers).where(
-    _T.run_id == bindparam("p_run_id"),
-    _T.kind == bindparam("p_kind"),
-    _T.step_key == bindparam("p_step_key"),
+_DROP_TIMERS = DriverStatement(delete(timers).where(_T.run_id == bindparam("p_run_id")))
+_DROP_WAITS = DriverStatement(delete(waits).where(_W.run_id == bindparam("p_run_id")))
+_DELETE_TIMER = DriverStatement(
+    delete(timers).where(
+        _T.run_id == bindparam("p_run_id"),
+        _T.kind == bindparam("p_kind"),
+        _T.step_key == bindparam("p_step_key"),
+    )
 )
-_DELETE_WAIT = delete(waits).where(
-    _W.run_id == bindparam("p_run_id"), _W.step_key == bindparam("p_step_key")
+_DELETE_WAIT = DriverStatement(
+    delete(waits).where(_W.run_id == bindparam("p_run_id"), _W.step_key == bindparam("p_step_key"))
 )
-_SET_TIMER = {dialect: upsert(timers, dialect, ("attempt", "due_at")) for dialect in SqlDialect}
-_LEASE_OUTCOME = update(leases).where(_L.lease_id == bindparam("p_lease_id"))
-_TREE_TOTALS = select(
-    func.coalesce(func.sum(_R.steps_used), 0), func.coalesce(func.sum(_R.cost_usd), 0)
-).where(_R.project == bindparam("p_project"), _R.root_run_id == bindparam("p_root_run_id"))
-_RUNNING_CHILDREN = (
+_SET_TIMER = {
+    dialect: DriverStatement(upsert(timers, dialect, ("attempt", "due_at")))
+    for dialect in SqlDialect
+}
+_LEASE_OUTCOME = DriverStatement(update(leases).where(_L.lease_id == bindparam("p_lease_id")))
+_INSERT: dict[Table, DriverStatement] = {
+    table: DriverStatement(insert(table))
+    for table in (runs, step_attempts, waits, leases, span_outbox, run_events)
+}
+_TREE_TOTALS = DriverStatement(
+    select(
+        func.coalesce(func.sum(_R.steps_used), 0).label("steps"),
+        func.coalesce(func.sum(_R.cost_usd), 0).label("cost"),
+    ).where(_R.project == bindparam("p_project"), _R.root_run_id == bindparam("p_root_run_id"))
+)
+_RUNNING_CHILDREN = DriverStatement(
     select(_R.run_id)
     .where(
         _R.project == bindparam("p_project"),
@@ -143,19 +164,24 @@ _CLAIMABLE_WHERE = (
     _A.kind != "wait",
     ~exists().where(_T.run_id == _A.run_id, _T.step_key == _A.step_key, _T.kind == "retry"),
 )
-_CLAIMABLE, _CLAIMABLE_IN_RUN = (
-    select(_A.run_id, _A.step_key, _A.attempt)
-    .where(*_CLAIMABLE_WHERE, *where)
+_OFFERABLE = {
+    in_run: select(_A.run_id, _A.step_key, _A.attempt)
+    .where(*_CLAIMABLE_WHERE, *((_A.run_id == bindparam("p_run_id"),) if in_run else ()))
     .order_by(_A.created_at, _A.run_id, _A.step_key)
     .limit(bindparam("p_limit"))
-    for where in ((), (_A.run_id == bindparam("p_run_id"),))
-)
-# What a claim leases: on PostgreSQL the rows stay locked to the claim, and one that another
-# claim holds is passed over for the next (SQLite renders no FOR UPDATE: its writers take turns).
-_CLAIM, _CLAIM_IN_RUN = (
-    statement.with_for_update(skip_locked=True) for statement in (_CLAIMABLE, _CLAIMABLE_IN_RUN)
-)
-_NEXT_EVENT_SEQ = (
+    for in_run in (False, True)
+}
+# By (in one run, locked). What a claim leases is locked: on PostgreSQL the rows stay locked to
+# the claim, and one that another claim holds is passed over for the next (SQLite renders no
+# FOR UPDATE: its writers take turns).
+_CLAIMABLE = {
+    (in_run, lock): DriverStatement(
+        statement.with_for_update(skip_locked=True) if lock else statement
+    )
+    for in_run, statement in _OFFERABLE.items()
+    for lock in (False, True)
+}
+_NEXT_EVENT_SEQ = DriverStatement(
     update(runs)
     .where(*_RUN)
     .values(next_event_seq=_R.next_event_seq + bindparam("p_count"))
@@ -197,19 +223,18 @@ def lease_transition(
     """`transition` of the run the project's lease `lease_id` belongs to, with the lease in the
     snapshot; None when there is no such lease."""
     where = {"p_project": project, "p_lease_id": lease_id}
-    found = conn.execute(_LEASE_OF_PROJECT, where).mappings().first()
+    found = _LEASE_OF_PROJECT.first(conn, where)
     if found is None:
         return None
     run_id = found["run_id"]
     locked = _lock_tree(conn, dialect, project, run_id, skip_locked=False)
     if locked is None:
         return None
-    lease = cast(LeaseRow, dict(found))
+    lease = cast(LeaseRow, found)
     if dialect is SqlDialect.POSTGRES:
         # Read before the lock, its outcome may be stale: another call of this lease may have
         # landed in between. SQLite's single writer has let none in since.
-        again = conn.execute(_LEASE_OF_PROJECT, where).mappings().one()
-        lease = cast(LeaseRow, dict(again))
+        lease = cast(LeaseRow, _LEASE_OF_PROJECT.first(conn, where))
     tree = _RunTree(conn, dialect, project)
     changes, answer = decide(tree.snapshot_of(locked, lease))
     apply_changes(conn, dialect, project, run_id, changes, now=now)
@@ -223,18 +248,23 @@ def _lock_tree(
     SQLite the transaction's write lock holds every row already."""
     if dialect is SqlDialect.SQLITE:
         return _lock(conn, project, run_id, skip_locked=skip_locked)
-    root = conn.execute(_ROOT_OF, {"p_project": project, "p_run_id": run_id}).scalar_one_or_none()
-    if root is None:
+    found = _ROOT_OF.first(conn, {"p_project": project, "p_run_id": run_id})
+    if found is None:
         return None
-    if root != run_id and _lock(conn, project, str(root), skip_locked=skip_locked) is None:
+    root = found["root_run_id"]
+    if root != run_id and _lock(conn, project, root, skip_locked=skip_locked) is None:
         return None
     return _lock(conn, project, run_id, skip_locked=skip_locked)
 
 
 def _lock(conn: Connection, project: str, run_id: str, *, skip_locked: bool) -> RunRow | None:
     where = {"p_project": project, "p_run_id": run_id}
-    row = conn.execute(_LOCK[skip_locked], where).mappings().first()
-    return None if row is None else cast(RunRow, dict(row))
+    return cast(RunRow | None, _LOCK[skip_locked].first(conn, where))
+
+
+def stored_run(conn: Connection, project: str, run_id: str) -> RunRow | None:
+    """The project's run `run_id` as stored, or None (read without a lock)."""
+    return cast(RunRow | None, _RUN_ROW.first(conn, {"p_project": project, "p_run_id": run_id}))
 
 
 def first_transition(
@@ -257,13 +287,10 @@ def read_journal(
 ) -> tuple[list[AttemptRow], list[TimerRow], list[WaitRow]]:
     """A run's attempts (in the order written), timers and open waits."""
     where = {"p_run_id": run_id}
-    attempts = conn.execute(_JOURNAL_ATTEMPTS, where).mappings()
-    held = conn.execute(_JOURNAL_TIMERS, where).mappings()
-    open_waits = conn.execute(_JOURNAL_WAITS, where).mappings()
     return (
-        [cast(AttemptRow, dict(row)) for row in attempts],
-        [cast(TimerRow, dict(row)) for row in held],
-        [cast(WaitRow, dict(row)) for row in open_waits],
+        cast(list[AttemptRow], _JOURNAL_ATTEMPTS.rows(conn, where)),
+        cast(list[TimerRow], _JOURNAL_TIMERS.rows(conn, where)),
+        cast(list[WaitRow], _JOURNAL_WAITS.rows(conn, where)),
     )
 
 
@@ -281,12 +308,12 @@ class _RunTree:
 
     def running_children(self, run_id: str) -> list[str]:
         where = {"p_project": self._project, "p_parent_run_id": run_id}
-        return [str(row.run_id) for row in self._conn.execute(_RUNNING_CHILDREN, where)]
+        return [str(row["run_id"]) for row in _RUNNING_CHILDREN.rows(self._conn, where)]
 
     def totals(self, root_run_id: str) -> tuple[int, float]:
         where = {"p_project": self._project, "p_root_run_id": root_run_id}
-        steps, cost = self._conn.execute(_TREE_TOTALS, where).one()
-        return int(steps), float(cost)
+        found = _TREE_TOTALS.rows(self._conn, where)[0]
+        return int(found["steps"]), float(found["cost"])
 
     def new(self, run: RunRow) -> RunSnapshot:
         """The snapshot of a run not stored yet."""
@@ -318,53 +345,44 @@ def apply_changes(
 ) -> None:
     """Write one transition's changes of the run (see `RunChanges`), then those of the runs
     it started and of the other runs of its tree it moved. Rows of one kind go in one
-    executemany: a statement's round through SQLAlchemy costs more than SQLite's work."""
+    executemany: a statement's round costs more than SQLite's work."""
     on_run = {"p_run_id": run_id}
     _update_run(conn, project, run_id, changes, at=now)
     for keys in _attempt_updates(changes.attempt_updates).values():
-        conn.execute(_UPDATE_ATTEMPT, [{**on_run, **key} for key in keys])
-    if changes.new_attempts:
-        conn.execute(
-            insert(step_attempts), [{"project": project, **row} for row in changes.new_attempts]
-        )
+        _UPDATE_ATTEMPT.executemany(conn, [{**on_run, **key} for key in keys])
+    _insert(conn, step_attempts, project, changes.new_attempts)
     if changes.drop_timers_and_waits:
-        conn.execute(_DROP_TIMERS, on_run)
-        conn.execute(_DROP_WAITS, on_run)
-    if changes.timers_cleared:
-        conn.execute(
-            _DELETE_TIMER,
-            [
-                {**on_run, "p_kind": kind, "p_step_key": step_key}
-                for kind, step_key in changes.timers_cleared
-            ],
-        )
-    if changes.timers_set:
-        # A timer set replaces the run's timer of its kind and step, if there is one.
-        conn.execute(
-            _SET_TIMER[dialect], [{"project": project, **row} for row in changes.timers_set]
-        )
-    if changes.waits_closed:
-        conn.execute(
-            _DELETE_WAIT, [{**on_run, "p_step_key": step_key} for step_key in changes.waits_closed]
-        )
-    if changes.new_waits:
-        conn.execute(insert(waits), [{"project": project, **row} for row in changes.new_waits])
+        _DROP_TIMERS.execute(conn, on_run)
+        _DROP_WAITS.execute(conn, on_run)
+    _DELETE_TIMER.executemany(
+        conn,
+        [
+            {**on_run, "p_kind": kind, "p_step_key": step_key}
+            for kind, step_key in changes.timers_cleared
+        ],
+    )
+    # A timer set replaces the run's timer of its kind and step, if there is one.
+    _SET_TIMER[dialect].executemany(
+        conn, [{"project": project, **row} for row in changes.timers_set]
+    )
+    _DELETE_WAIT.executemany(
+        conn, [{**on_run, "p_step_key": step_key} for step_key in changes.waits_closed]
+    )
+    _insert(conn, waits, project, changes.new_waits)
     for event_id, target in changes.event_ids:
         if not take_key(conn, dialect, project, EVENT_SCOPE, event_id, target, now=now):
             raise AlreadyExists(f"event {event_id} was published before", field="event_id")
-    if changes.new_leases:
-        conn.execute(insert(leases), [{"project": project, **row} for row in changes.new_leases])
-    if changes.lease_outcomes:
-        conn.execute(
-            _LEASE_OUTCOME,
-            [
-                {"p_lease_id": lease_id, "outcome": outcome}
-                for lease_id, outcome in changes.lease_outcomes
-            ],
-        )
+    _insert(conn, leases, project, changes.new_leases)
+    _LEASE_OUTCOME.executemany(
+        conn,
+        [
+            {"p_lease_id": lease_id, "outcome": outcome}
+            for lease_id, outcome in changes.lease_outcomes
+        ],
+    )
     if changes.spans:
-        conn.execute(
-            insert(span_outbox),
+        _INSERT[span_outbox].executemany(
+            conn,
             [
                 {
                     "outbox_id": new_id(),
@@ -377,10 +395,22 @@ def apply_changes(
             ],
         )
     for child, first in changes.new_runs:
-        conn.execute(insert(runs), [dict(child)])
+        insert_run(conn, child)
         apply_changes(conn, dialect, project, child["run_id"], first, now=now)
     for other, moved in changes.others.items():
         apply_changes(conn, dialect, project, other, moved, now=now)
+
+
+def insert_run(conn: Connection, run: RunRow) -> None:
+    """Store a new run's row."""
+    _INSERT[runs].execute(conn, run)
+
+
+def _insert(
+    conn: Connection, table: Table, project: str, rows: Sequence[Mapping[str, Any]]
+) -> None:
+    """Insert the project's `rows` into `table` (which keys every row by project)."""
+    _INSERT[table].executemany(conn, [{"project": project, **row} for row in rows])
 
 
 def _update_run(
@@ -391,7 +421,7 @@ def _update_run(
     if changes.events:
         _append_events(conn, project, run_id, changes.events, at=at, columns=changes.run)
     elif changes.run:
-        conn.execute(_UPDATE_RUN, {"p_run_id": run_id, **changes.run})
+        _UPDATE_RUN.execute(conn, {"p_run_id": run_id, **changes.run})
 
 
 def _attempt_updates(
@@ -423,7 +453,9 @@ def _append_events(
     transaction that writes them, so the log has no gaps and commits in order; the run row's
     changed `columns` are set in the UPDATE that numbers them."""
     where = {"p_project": project, "p_run_id": run_id, "p_count": len(events)}
-    first = conn.execute(_NEXT_EVENT_SEQ, {**where, **columns}).scalar_one() - len(events)
+    numbered = _NEXT_EVENT_SEQ.first(conn, {**where, **columns})
+    assert numbered is not None, "a run's events are appended under its lock"
+    first = numbered["next_event_seq"] - len(events)
     rows = [
         {
             "project": project,
@@ -435,7 +467,7 @@ def _append_events(
         }
         for n, (kind, payload) in enumerate(events)
     ]
-    conn.execute(insert(run_events), rows)
+    _INSERT[run_events].executemany(conn, rows)
 
 
 def claimable(
@@ -445,13 +477,10 @@ def claimable(
     first: pending claimable steps (not a node's `wait` row) with no retry timer still holding
     the step. With `lock` (in a write transaction) the rows are locked, skipping locked ones."""
     where = {"p_project": project, "p_limit": limit}
-    if run_id is None:
-        found = conn.execute(_CLAIM if lock else _CLAIMABLE, where)
-    else:
-        found = conn.execute(
-            _CLAIM_IN_RUN if lock else _CLAIMABLE_IN_RUN, {**where, "p_run_id": run_id}
-        )
-    return [(row.run_id, row.step_key, row.attempt) for row in found]
+    if run_id is not None:
+        where["p_run_id"] = run_id
+    found = _CLAIMABLE[(run_id is not None, lock)].rows(conn, where)
+    return [(row["run_id"], row["step_key"], row["attempt"]) for row in found]
 
 
 def due_timers(conn: Connection, *, now: int, limit: int) -> list[tuple[str, TimerRow]]:
