@@ -110,6 +110,9 @@ class DriverStatement:
         effect."""
         if not rows:
             return
+        if len(rows) == 1:  # psycopg runs an executemany in a pipeline, costly for one row
+            self.execute(conn, rows[0])
+            return
         compiled = self._compile(conn.dialect, rows[0])
         with closing(self._cursor(conn)) as cursor:
             self._run(
