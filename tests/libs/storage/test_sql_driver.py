@@ -12,6 +12,7 @@ from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from mcpd.storage.sql.driver import DriverStatement
+from mcpd.storage.sql.engine import read_connection
 from mcpd.storage.sql.schema.run import parked_events
 from mcpd.storage.sql.stores import SqlRunStore
 
@@ -118,6 +119,25 @@ def test_a_driver_error_is_sqlalchemys_and_the_transaction_rolls_back(
     assert "parked_events" in str(raised.value.statement)
     with run_store.engine.connect() as conn:
         assert READ.rows(conn, {"p_project": "p"}) == []
+
+
+def test_a_read_on_a_fresh_connection_runs_in_a_transaction_of_the_store(
+    run_store: SqlRunStore,
+) -> None:
+    """A reader's statements share one transaction (on SQLite, one snapshot), as through
+    SQLAlchemy, which begins one before the first statement."""
+    with read_connection(run_store.engine) as conn:
+        assert not conn.in_transaction()
+        READ.rows(conn, {"p_project": "p"})
+        assert conn.in_transaction()
+        with run_store.engine.begin() as other:
+            INSERT.execute(other, DOCUMENTS[0])
+        seen = READ.rows(conn, {"p_project": "p"})
+        conn.rollback()
+        assert conn.in_transaction() is False
+        assert READ.rows(conn, {"p_project": "p"})[0]["event_id"] == "a"
+    if run_store.engine.dialect.name == "sqlite":
+        assert seen == []  # the snapshot the first read took
 
 
 def test_expanding_parameters_are_refused(run_store: SqlRunStore) -> None:

@@ -8,7 +8,8 @@ transaction that holds the database's only write lock. A `DriverStatement` compi
 statement once per dialect (and per set of columns it writes), keeps the compiled SQL, the order
 of its parameters and the type processors of its binds and result columns (the dialect's own,
 so values are stored and read exactly as through SQLAlchemy), and executes on the DBAPI
-connection of the caller's `Connection`, inside the caller's transaction.
+connection of the caller's `Connection`, inside the caller's transaction (begun first, as
+SQLAlchemy begins one, when the connection has none yet).
 
 A DBAPI error is raised as SQLAlchemy raises it (`sqlalchemy.exc.DBAPIError.instance`), and a
 connection the database dropped is invalidated as SQLAlchemy would, so callers and the pool
@@ -134,6 +135,10 @@ class DriverStatement:
 
     @staticmethod
     def _cursor(conn: Connection) -> Any:
+        if not conn.in_transaction():
+            # As SQLAlchemy begins one before its first statement: the store's own BEGIN (a
+            # reader's snapshot on SQLite) is emitted, and the transaction ends with the block.
+            conn.begin()
         driver = conn.connection.driver_connection
         assert driver is not None, "the connection is closed"
         return driver.cursor()
