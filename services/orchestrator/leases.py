@@ -83,7 +83,6 @@ class Leases:
 
     def __init__(self, mover: Mover, prices: Prices) -> None:
         self._mover = mover
-        self._store = mover.store
         self._prices = prices
 
     # Claims.
@@ -112,15 +111,10 @@ class Leases:
                     await asyncio.wait_for(woken.wait(), timeout=min(left, POLL_S))
 
     def _claim_once(self, request: runs_pb2.ClaimRequest) -> list[runs_pb2.StepLease]:
-        project = request.project
         only = request.run_id if request.HasField("run_id") else None
-        # A read first, so a claim that finds nothing never takes the write lock; what it found
-        # is read again in the transaction that leases it (see `RunTransitions.claim_each`).
-        if not self._store.claimable(project, run_id=only, limit=request.max):
-            return []
         worker_id = request.worker_id
         taken = self._mover.claim(
-            project,
+            request.project,
             run_id=only,
             limit=request.max,
             act=lambda wanted: partial(self._lease, wanted=wanted, worker_id=worker_id),

@@ -694,19 +694,15 @@ class RunTransitions(Protocol):
         decide: Callable[[list[tuple[str, int]]], Callable[[RunSnapshot], tuple[RunChanges, T]]],
         now: int,
     ) -> list[T | None]:
-        """In one transaction: read up to `limit` offerable attempts as `claimable` does, then
+        """In one transaction: read up to `limit` of the project's offerable attempts (pending,
+        no retry timer holding the step; of one run when `run_id` is given), oldest first, then
         `transition` (with SKIP LOCKED) each of their runs, in run id order, decided by `decide`
         of that run's `[(step_key, attempt), ...]`. Reading inside the write transaction keeps
         concurrent claims from picking the same attempt: writers on one SQLite file take turns
         (and the claims of one group commit see each other's leases), and on PostgreSQL a run
-        another claim holds is skipped."""
-        ...
-
-    def claimable(
-        self, project: str, *, run_id: str | None, limit: int
-    ) -> list[tuple[str, str, int]]:
-        """Up to `limit` (run_id, step_key, attempt) of the project's offerable attempts (pending,
-        no retry timer holding the step), oldest first; of one run when `run_id` is given."""
+        another claim holds is skipped. Where a write transaction would hold up every other
+        writer (SQLite), a claim looks without it first and answers [] when nothing is
+        offerable."""
         ...
 
     def due_timers(self, *, now: int, limit: int) -> list[tuple[str, TimerRow]]:

@@ -610,7 +610,11 @@ class SqlRunStore(SqlStore):
         now: int,
     ) -> list[T | None]:
         """The offerable attempts read and their runs moved in one transaction (`claim_each`
-        of `RunTransitions`)."""
+        of `RunTransitions`). On SQLite a plain read comes first, so a claim that finds nothing
+        never takes the database's one write lock; on PostgreSQL an empty claim's transaction
+        locks nothing and costs what that read would."""
+        if self._group is not None and not self._offerable(project, run_id=run_id):
+            return []
 
         def work(conn: Connection) -> list[T | None]:
             found = transitions.claimable(conn, project, run_id=run_id, limit=limit, lock=True)
@@ -629,12 +633,10 @@ class SqlRunStore(SqlStore):
 
         return self._write(work)
 
-    def claimable(
-        self, project: str, *, run_id: str | None, limit: int
-    ) -> list[tuple[str, str, int]]:
-        """The project's offerable attempts, oldest first."""
+    def _offerable(self, project: str, *, run_id: str | None) -> bool:
+        """Whether the project has an offerable attempt (of `run_id`, when given)."""
         with read_connection(self._engine) as conn:
-            return transitions.claimable(conn, project, run_id=run_id, limit=limit)
+            return bool(transitions.claimable(conn, project, run_id=run_id, limit=1))
 
     def due_timers(self, *, now: int, limit: int) -> list[tuple[str, TimerRow]]:
         """Timers come due, soonest first."""
