@@ -122,7 +122,9 @@ def test_an_existing_looser_data_directory_is_tightened(tmp_path: Path) -> None:
 
 # One request at a time per ingest process: every concurrent one is refused.
 TINY_BOUND = {"MCPD_INGEST_MAX_PENDING_BYTES": "1"}
-BURST = 4
+# Enough exports at once that some reach ingest while another is still queued, even on a
+# loaded machine where the gateway hands them on one by one.
+BURST = 8
 SPANS_PER_EXPORT = 200
 
 
