@@ -18,8 +18,8 @@ cannot tell the two paths apart. Statements run here emit no SQLAlchemy events.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import closing
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,13 +86,8 @@ class DriverStatement:
     def rows(self, conn: Connection, params: Mapping[str, Any]) -> list[_Row]:
         """Execute once; the rows it answers, as dicts keyed by column."""
         compiled = self._compile(conn.dialect, params)
-        with closing(self._cursor(conn)) as cursor:
-            self._run(
-                conn,
-                cursor,
-                compiled,
-                lambda: cursor.execute(compiled.sql, compiled.parameters(params)),
-            )
+        with _cursor(conn, compiled.sql) as cursor:
+            cursor.execute(compiled.sql, compiled.parameters(params))
             if not compiled.keys:
                 return []
             return compiled.rows(cursor.description, cursor.fetchall())
@@ -115,15 +110,8 @@ class DriverStatement:
             self.execute(conn, rows[0])
             return
         compiled = self._compile(conn.dialect, rows[0])
-        with closing(self._cursor(conn)) as cursor:
-            self._run(
-                conn,
-                cursor,
-                compiled,
-                lambda: cursor.executemany(
-                    compiled.sql, [compiled.parameters(row) for row in rows]
-                ),
-            )
+        with _cursor(conn, compiled.sql) as cursor:
+            cursor.executemany(compiled.sql, [compiled.parameters(row) for row in rows])
 
     def _compile(self, dialect: Dialect, params: Mapping[str, Any]) -> _Compiled:
         names = tuple(params)
@@ -133,29 +121,27 @@ class DriverStatement:
             self._compiled[(dialect.name, names)] = cached
         return cached
 
-    @staticmethod
-    def _cursor(conn: Connection) -> Any:
-        if not conn.in_transaction():
-            # As SQLAlchemy begins one before its first statement: the store's own BEGIN (a
-            # reader's snapshot on SQLite) is emitted, and the transaction ends with the block.
-            conn.begin()
-        driver = conn.connection.driver_connection
-        assert driver is not None, "the connection is closed"
-        return driver.cursor()
 
-    @staticmethod
-    def _run(
-        conn: Connection, cursor: Any, compiled: _Compiled, execute: Callable[[], Any]
-    ) -> None:
-        dialect = conn.dialect
+@contextmanager
+def _cursor(conn: Connection, sql: str) -> Iterator[Any]:
+    """A DBAPI cursor of `conn`'s transaction, closed after the block; a DBAPI error the block
+    raises comes out as SQLAlchemy's, with a dropped connection invalidated."""
+    if not conn.in_transaction():
+        # As SQLAlchemy begins one before its first statement: the store's own BEGIN (a
+        # reader's snapshot on SQLite) is emitted, and the transaction ends with the block.
+        conn.begin()
+    driver = conn.connection.driver_connection
+    assert driver is not None, "the connection is closed"
+    dialect = conn.dialect
+    with closing(driver.cursor()) as cursor:
         try:
-            execute()
+            yield cursor
         except dialect.loaded_dbapi.Error as error:
             dropped = dialect.is_disconnect(error, conn.connection.dbapi_connection, cursor)
             if dropped:
                 conn.invalidate(error)
             raise exc.DBAPIError.instance(
-                compiled.sql,
+                sql,
                 None,
                 error,
                 dialect.loaded_dbapi.Error,

@@ -380,20 +380,19 @@ def apply_changes(
             for lease_id, outcome in changes.lease_outcomes
         ],
     )
-    if changes.spans:
-        _INSERT[span_outbox].executemany(
-            conn,
-            [
-                {
-                    "outbox_id": new_id(),
-                    "project": project,
-                    "run_id": run_id,
-                    "span": span,
-                    "created_at": now,
-                }
-                for span in changes.spans
-            ],
-        )
+    _INSERT[span_outbox].executemany(
+        conn,
+        [
+            {
+                "outbox_id": new_id(),
+                "project": project,
+                "run_id": run_id,
+                "span": span,
+                "created_at": now,
+            }
+            for span in changes.spans
+        ],
+    )
     for child, first in changes.new_runs:
         insert_run(conn, child)
         apply_changes(conn, dialect, project, child["run_id"], first, now=now)
