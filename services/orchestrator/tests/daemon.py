@@ -15,6 +15,7 @@ from mcpd.storage.run_records import NewDefinition
 from mcpd.storage.sql.control_store import SqlControlStore
 from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
 from mcpd.storage.sql.stores import SqlRunStore
+from mcpd.testing.templates import SqliteTemplates
 from mcpd.workflows import check_definition
 from services.orchestrator.causes import Causes
 from services.orchestrator.events import Events
@@ -88,10 +89,10 @@ class Daemon:
         return self.leases.fail(request)
 
 
-def control_store(path: Path, clock: ManualClock) -> SqlControlStore:
-    store = SqlControlStore(create_sqlite_engine(path, synchronous=Synchronous.NORMAL), clock=clock)
-    store.migrate()
-    return store
+def control_store(sqlite: SqliteTemplates, directory: Path, clock: ManualClock) -> SqlControlStore:
+    """A migrated SQLite control store copied into `directory` (prices and audit read it)."""
+    path = sqlite.copy("control", directory / "control.db")
+    return SqlControlStore(create_sqlite_engine(path, synchronous=Synchronous.NORMAL), clock=clock)
 
 
 def sqlite_store(path: Path) -> SqlRunStore:

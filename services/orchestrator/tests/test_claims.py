@@ -11,36 +11,38 @@ ONE_TASK = {"steps": [{"id": "only", "kind": "task"}]}
 
 
 async def test_concurrent_claims_lease_distinct_attempts_and_fill_their_batches(
-    any_daemon: Daemon,
+    daemon: Daemon,
 ) -> None:
-    any_daemon.define("one", ONE_TASK)
-    runs = [any_daemon.start("one") for _ in range(24)]
+    daemon.define("one", ONE_TASK)
+    runs = [daemon.start("one") for _ in range(24)]
 
     leased: list[str] = []
     for _ in range(2):
         batches = await asyncio.gather(
-            *(any_daemon.claim(None, worker_id=f"w{n}", most=3) for n in range(4))
+            *(daemon.claim(None, worker_id=f"w{n}", most=3) for n in range(4))
         )
         assert [len(batch) for batch in batches] == [3, 3, 3, 3]
         leased += [lease.run_id for batch in batches for lease in batch]
 
     assert sorted(leased) == sorted(runs)
-    owners = {any_daemon.detail(run_id).attempts[0].lease_owner for run_id in runs}
+    owners = {daemon.detail(run_id).attempts[0].lease_owner for run_id in runs}
     assert owners == {"w0", "w1", "w2", "w3"}
-    assert await any_daemon.claim(None, most=3) == []
+    assert await daemon.claim(None, most=3) == []
 
 
-async def test_a_claim_with_nothing_to_lease_waits_for_no_sqlite_writer(daemon: Daemon) -> None:
+async def test_a_claim_with_nothing_to_lease_waits_for_no_sqlite_writer(
+    sqlite_daemon: Daemon,
+) -> None:
     """On SQLite a claim looks before it writes: while another writer holds the database, a
     claim that finds nothing answers at once, and one that finds work queues behind it."""
-    daemon.define("one", ONE_TASK)
-    with daemon.store.engine.begin() as writer:
+    sqlite_daemon.define("one", ONE_TASK)
+    with sqlite_daemon.store.engine.begin() as writer:
         writer.exec_driver_sql("SELECT 1")  # the write transaction has begun: the lock is held
-        assert await asyncio.wait_for(daemon.claim(None, most=1), timeout=5) == []
-    run_id = daemon.start("one")
-    with daemon.store.engine.begin() as writer:
+        assert await asyncio.wait_for(sqlite_daemon.claim(None, most=1), timeout=5) == []
+    run_id = sqlite_daemon.start("one")
+    with sqlite_daemon.store.engine.begin() as writer:
         writer.exec_driver_sql("SELECT 1")
-        claiming = asyncio.ensure_future(daemon.claim(None, most=1))
+        claiming = asyncio.ensure_future(sqlite_daemon.claim(None, most=1))
         await asyncio.sleep(0.3)
         assert not claiming.done()
     [lease] = await asyncio.wait_for(claiming, timeout=5)

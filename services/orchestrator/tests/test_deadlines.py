@@ -194,8 +194,8 @@ async def test_the_state_merges_shallowly_and_the_input_renders_per_attempt(
     assert daemon.detail(run_id).run.state == value_of({"k": {"y": 2}, "n": 1})
 
 
-def test_racing_claims_lease_each_attempt_once(any_daemon: Daemon) -> None:
-    daemon = any_daemon
+def test_racing_claims_lease_each_attempt_once(daemon: Daemon) -> None:
+    daemon = daemon
     daemon.define("one", {"steps": [{"id": "a", "kind": "task"}]})
     started = {daemon.start("one") for _ in range(24)}
     barrier = threading.Barrier(4)

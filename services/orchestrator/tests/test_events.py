@@ -180,8 +180,8 @@ async def test_a_signal_routes_by_the_runs_own_wait(daemon: Daemon) -> None:
         signal(run_id)
 
 
-def test_an_event_and_a_wait_arriving_together_always_meet(any_daemon: Daemon) -> None:
-    daemon = any_daemon
+def test_an_event_and_a_wait_arriving_together_always_meet(daemon: Daemon) -> None:
+    daemon = daemon
     daemon.define("lenient", approval(accept_parked=True))
     orders = [f"race-{n}" for n in range(12)]
     runs: dict[str, str] = {}

@@ -36,11 +36,16 @@ from mcpd.model.v1 import enums_pb2, runs_pb2
 from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
 from mcpd.runtime.clock import ManualClock
 from mcpd.runtime.errors import Conflict
-from mcpd.storage.sql.control_store import SqlControlStore
-from mcpd.storage.sql.engine import Synchronous, create_postgres_engine, create_sqlite_engine
+from mcpd.storage.sql.engine import create_postgres_engine
 from mcpd.storage.sql.stores import SqlRunStore
 from mcpd.testing.templates import PostgresTemplates, SqliteTemplates
-from services.orchestrator.tests.daemon import LEASE_MS, PROJECT, Daemon, sqlite_store
+from services.orchestrator.tests.daemon import (
+    LEASE_MS,
+    PROJECT,
+    Daemon,
+    control_store,
+    sqlite_store,
+)
 
 LIVE = {
     enums_pb2.ATTEMPT_STATUS_PENDING,
@@ -93,9 +98,7 @@ class Orchestration(RuleBasedStateMachine):
         clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
         store = run_store(self.cleanup, directory)
         self.cleanup.callback(store.close)
-        control_path = sqlite.copy("control", directory / "control.db")
-        control_engine = create_sqlite_engine(control_path, synchronous=Synchronous.NORMAL)
-        control = SqlControlStore(control_engine, clock=clock)
+        control = control_store(sqlite, directory, clock)
         self.cleanup.callback(control.close)
         self.daemon = Daemon(store, control, clock)
         self.daemon.define("flow", FLOW)
