@@ -8,6 +8,7 @@ from bench.ingest import run as ingest
 from bench.ingest import stages as ingest_stages
 from bench.intelligence import passes as intelligence_passes
 from bench.intelligence import quality as intelligence_quality
+from bench.orchestrator import floor as orchestrator_floor
 from bench.orchestrator import run as orchestrator
 from bench.orchestrator import stages as orchestrator_stages
 from bench.overload import run as overload
@@ -24,6 +25,7 @@ BENCHMARKS: dict[str, Benchmark] = {
         overload.BENCHMARK,
         orchestrator.BENCHMARK,
         orchestrator_stages.BENCHMARK,
+        orchestrator_floor.BENCHMARK,
         evaluation.BENCHMARK,
         intelligence_quality.BENCHMARK,
         intelligence_passes.BENCHMARK,

@@ -12,7 +12,12 @@ to end.
   first step, the previous step's `step_finished` for the others) to its `step_leased`, both
   stamped by the daemon in the transactions that wrote them; p50, p99. Under the flood above it
   is mostly time queued behind busy workers; `idle_claim_*` is the same over 50 runs started
-  one at a time, with every worker free.
+  one at a time, with every worker free;
+- CPU per step: the CPU the daemon's processes, the workers and the PostgreSQL server (its
+  processes on this machine) spent from the first start to the end of the last run, over the
+  steps run (`/proc`), which says where a step's cost lies and what the machine's cores allow;
+- an empty claim: the daemon's and the caller's CPU per `Claim` that finds nothing
+  (`wait_ms` 0, from 4 threads), the least a request of the step protocol costs here.
 
 DBOS (``pip install dbos`` into ``.bench/dbos-venv`` on first use) runs the same three-step
 workflow in its own process against the same kind of database (a SQLite file; the same
@@ -39,10 +44,10 @@ import sqlalchemy as sa
 
 from bench.config import BenchConfig, Benchmark
 from bench.harness import REPO_ROOT, print_table, write_result
-from mcpd.model.v1 import enums_pb2
+from mcpd.model.v1 import enums_pb2, runs_pb2
 from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
 from mcpd.sdk import Client
-from mcpd.testing.daemon import DaemonProcess
+from mcpd.testing.daemon import DaemonProcess, processes_cpu_seconds
 
 NAME = "orchestrator"
 DESCRIPTION = "steps/s of a 3-step workflow with worker processes, claim latency; mcpd and DBOS"
@@ -50,6 +55,8 @@ DEFAULT_RUNS = 600
 DEFAULT_WORKERS = 8
 STARTERS = 8
 IDLE_RUNS = 50
+EMPTY_CLAIMS = 2000
+EMPTY_CLAIM_THREADS = 4
 WORKER_CONCURRENCY = 4
 DBOS_VENV = REPO_ROOT / ".bench" / "dbos-venv"
 DBOS_SPEC = "dbos"
@@ -109,10 +116,13 @@ def _mcpd_row(backend: str, env: dict[str, str], runs: int, workers: int) -> dic
         try:
             with Client(target) as client:
                 client.wait(client.start("three").run_id, timeout_s=60)  # warm-up
+                before = _cpu_by_part(daemon, procs, backend)
                 with ThreadPoolExecutor(STARTERS) as pool:
                     run_ids = list(pool.map(lambda _: client.start("three").run_id, range(runs)))
                 _until_none_running(client)
+                spent = _cpu_by_part(daemon, procs, backend)
                 row = _measure(backend, client, run_ids, workers)
+                row["cpu_ms_per_step"] = _per_step_ms(before, spent, 3 * runs)
                 # Claim latency with idle workers: one run at a time, nothing queued.
                 alone = [
                     client.wait(client.start("three").run_id, poll_s=0.01).run_id
@@ -121,12 +131,69 @@ def _mcpd_row(backend: str, env: dict[str, str], runs: int, workers: int) -> dic
                 idle = _measure(backend, client, alone, workers)
                 row["idle_claim_p50_ms"] = idle["claim_p50_ms"]
                 row["idle_claim_p99_ms"] = idle["claim_p99_ms"]
-                return row
         finally:
             for proc in procs:
                 proc.terminate()
             for proc in procs:
                 proc.wait(timeout=30)
+        # With the workers gone, nothing claims but these.
+        with Client(target) as client:
+            row["empty_claim_cpu_ms"] = _empty_claim_cpu_ms(daemon, client)
+        return row
+
+
+def _cpu_by_part(
+    daemon: DaemonProcess, workers: Sequence[subprocess.Popen[bytes]], backend: str
+) -> dict[str, float | None]:
+    """CPU seconds so far of the daemon, the workers and (on PostgreSQL) the database server."""
+    return {
+        "daemon": daemon.cpu_seconds(),
+        "workers": processes_cpu_seconds([proc.pid for proc in workers]),
+        "postgres": processes_cpu_seconds(named="postgres") if backend == "postgres" else None,
+    }
+
+
+def _cpu_columns(row: dict[str, Any]) -> dict[str, Any]:
+    step, claim = row["cpu_ms_per_step"], row["empty_claim_cpu_ms"]
+    return {
+        "backend": row["backend"],
+        "daemon": step["daemon"],
+        "workers": step["workers"],
+        "postgres": step["postgres"],
+        "empty claim: daemon": claim["daemon"],
+        "empty claim: caller": claim["caller"],
+    }
+
+
+def _per_step_ms(
+    before: dict[str, float | None], after: dict[str, float | None], steps: int
+) -> dict[str, float | None]:
+    """Milliseconds of CPU per step of each part between two readings (None: not measured)."""
+    spent: dict[str, float | None] = {}
+    for part, then in before.items():
+        now = after[part]
+        spent[part] = None if then is None or now is None else (now - then) / steps * 1000
+    return spent
+
+
+def _empty_claim_cpu_ms(daemon: DaemonProcess, client: Client) -> dict[str, float | None]:
+    """The daemon's and this process's CPU per Claim that finds nothing to lease."""
+    request = runs_pb2.ClaimRequest(project=client.project, worker_id="empty", max=1, wait_ms=0)
+    calls = EMPTY_CLAIMS // EMPTY_CLAIM_THREADS
+
+    def claim_nothing(_: int) -> None:
+        for _ in range(calls):
+            assert not client.call("Claim", request).leases
+
+    server, caller = daemon.cpu_seconds(), time.process_time()
+    with ThreadPoolExecutor(EMPTY_CLAIM_THREADS) as pool:
+        list(pool.map(claim_nothing, range(EMPTY_CLAIM_THREADS)))
+    total = calls * EMPTY_CLAIM_THREADS
+    after = daemon.cpu_seconds()
+    return {
+        "daemon": None if server is None or after is None else (after - server) / total * 1000,
+        "caller": (time.process_time() - caller) / total * 1000,
+    }
 
 
 def _until_none_running(client: Client, timeout_s: float = 600.0) -> None:
@@ -255,6 +322,10 @@ def run(
             "claim_p50_ms",
             "claim_p99_ms",
         ],
+    )
+    print_table(
+        "CPU per step under the flood, and per empty claim (ms)",
+        [_cpu_columns(row) for row in rows if row["system"] == "mcpd"],
     )
     document = {
         "description": DESCRIPTION,

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -77,6 +77,19 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 def process_group_cpu_seconds(pgid: int) -> float | None:
     """User+system CPU seconds of every live process in group ``pgid`` (and of its reaped
     children), from ``/proc``; ``None`` where ``/proc`` is unavailable."""
+    return _cpu_seconds(lambda _pid, _name, fields: fields[2] == str(pgid))
+
+
+def processes_cpu_seconds(pids: Collection[int] = (), *, named: str = "") -> float | None:
+    """User+system CPU seconds of the live processes ``pids`` and of every process whose
+    command is ``named`` (and of their reaped children), from ``/proc``; ``None`` where
+    ``/proc`` is unavailable."""
+    wanted = {str(pid) for pid in pids}
+    return _cpu_seconds(lambda pid, name, _fields: pid in wanted or name == named)
+
+
+def _cpu_seconds(select: Callable[[str, str, list[str]], bool]) -> float | None:
+    """The CPU seconds of the processes `select(pid, command, fields)` picks."""
     proc = Path("/proc")
     if not proc.is_dir():
         return None
@@ -87,13 +100,13 @@ def process_group_cpu_seconds(pgid: int) -> float | None:
         stat = _read_text(entry / "stat")
         if not stat:
             continue
-        # Fields after the parenthesised command: state ppid pgrp ... utime(14) stime(15)
-        # cutime(16) cstime(17), so 0-based indexes 2 and 11..14 of the remainder.
+        # "pid (command) state ppid pgrp ... utime(14) stime(15) cutime(16) cstime(17)": after
+        # the parenthesised command, 0-based indexes 2 (pgrp) and 11..14 of the remainder.
+        name = stat[stat.find("(") + 1 : stat.rfind(")")]
         fields = stat[stat.rfind(")") + 2 :].split()
         try:
-            if int(fields[2]) != pgid:
-                continue
-            ticks += sum(int(field) for field in fields[11:15])
+            if select(entry.name, name, fields):
+                ticks += sum(int(field) for field in fields[11:15])
         except (IndexError, ValueError):
             continue
     return ticks / _CLK_TCK

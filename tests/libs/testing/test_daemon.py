@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from mcpd.testing.daemon import DaemonProcess, DaemonStartError, free_ports
+from mcpd.testing.daemon import (
+    DaemonProcess,
+    DaemonStartError,
+    free_ports,
+    processes_cpu_seconds,
+)
 
 FAKE_DAEMON = """
 import http.server, json, os, signal, sys, threading
@@ -180,3 +187,27 @@ async def test_daemon_process_async_context_manager(tmp_path: Path) -> None:
         assert response.json()["status"] == "ok"
         assert (daemon.cpu_seconds() is not None) == has_proc
     assert daemon.returncode == 0
+
+
+# Spends a few tenths of a second of CPU counting, says so, then sleeps.
+_BURN = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo 1; sleep 30"
+
+
+def test_processes_cpu_seconds_counts_the_processes_given_and_those_named(tmp_path: Path) -> None:
+    # A command name of its own: the kernel names a process after the file it executed.
+    burner = tmp_path / "mcpd-burner"
+    os.symlink("/bin/sh", burner)
+    child = subprocess.Popen([str(burner), "-c", _BURN], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "1"
+        by_pid = processes_cpu_seconds([child.pid])
+        by_name = processes_cpu_seconds(named="mcpd-burner")
+        assert by_pid is not None
+        assert by_name is not None
+        assert 0.1 <= by_pid < 5
+        assert by_name == pytest.approx(by_pid, abs=0.05)
+        assert processes_cpu_seconds(named="no-such-command") == 0
+    finally:
+        child.kill()
+        child.wait()
