@@ -18,7 +18,8 @@ to end.
   steps run (`/proc`), which says where a step's cost lies and what the machine's cores allow;
   for DBOS, its process over its runs and the PostgreSQL server over the whole of its row;
 - an empty claim: the daemon's and the caller's CPU per `Claim` that finds nothing
-  (`wait_ms` 0, from 4 threads), the least a request of the step protocol costs here.
+  (`wait_ms` 0, from 4 threads), the least a request of the step protocol costs the daemon
+  (`bench orchestrator_floor` has the same call against a bare gRPC server).
 
 DBOS (``pip install dbos`` into ``.bench/dbos-venv`` on first use) runs the same three-step
 workflow in its own process against the same kind of database (a SQLite file; the same
