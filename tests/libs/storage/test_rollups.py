@@ -240,10 +240,9 @@ def check(store: Any, monkeypatch: pytest.MonkeyPatch, rng: random.Random, phase
             assert_same_points(points(), raw_answers(store, monkeypatch, points), where)
 
 
-def listed_stats(store: Any, scorer_id: str, window: Window) -> tuple[int, float]:
-    """The count and sum of the scorer's scores in the window, from every score the store
-    lists, each id once: its newest arrival (then the later time, then the greater scorer),
-    which is also the one row SQL keeps."""
+def listed_scores(store: Any) -> list[dict[str, Any]]:
+    """Every score the store lists, each id once: its newest arrival (then the later time, then
+    the greater scorer), which is also the one row SQL keeps."""
     live: dict[str, Any] = {}
     after = None
     while True:
@@ -256,9 +255,14 @@ def listed_stats(store: Any, scorer_id: str, window: Window) -> tuple[int, float
         if not page.has_more:
             break
         after = (page.rows[-1]["timestamp"], page.rows[-1]["score_id"])
+    return list(live.values())
+
+
+def listed_stats(listed: list[dict[str, Any]], scorer_id: str, window: Window) -> tuple[int, float]:
+    """The count and sum of the scorer's scores in the window, of those `listed_scores` read."""
     values = [
         row["value"]
-        for row in live.values()
+        for row in listed
         if row["scorer_id"] == scorer_id
         and (window.start is None or row["timestamp"] >= window.start)
         and (window.end is None or row["timestamp"] < window.end)
@@ -282,6 +286,7 @@ def check_scores(store: Any, monkeypatch: pytest.MonkeyPatch, phase: str) -> int
     """Every score question of the phase, answered alike; how many scores are stored."""
     rng = random.Random(phase)
     found_any = False
+    listed = listed_scores(store)
     for window in windows(rng):
         for scorer_id in SCORERS:
 
@@ -292,9 +297,9 @@ def check_scores(store: Any, monkeypatch: pytest.MonkeyPatch, phase: str) -> int
             found_any = found_any or found.count > 0
             where = f"{phase} {window} {scorer_id}"
             raw = raw_answers(store, monkeypatch, stats)
-            assert_same_stats(found, raw, listed_stats(store, scorer_id, window), where)
+            assert_same_stats(found, raw, listed_stats(listed, scorer_id, window), where)
     assert found_any, phase
-    return sum(listed_stats(store, scorer_id, Window())[0] for scorer_id in SCORERS)
+    return sum(listed_stats(listed, scorer_id, Window())[0] for scorer_id in SCORERS)
 
 
 def test_rollups_answer_as_the_raw_rows(
@@ -462,13 +467,14 @@ def test_concurrent_writers_of_one_score_count_it_once(
         for thread in threads:
             thread.join(timeout=120)
         assert errors == []
-        listed = listed_stats(stores[0], "relevance", Window())
+        listed = listed_scores(stores[0])
+        count, value_sum = listed_stats(listed, "relevance", Window())
         found = stores[0].score_stats("p", "relevance", Window())
-        assert found.count == listed[0] == 20
-        assert found.value_sum == pytest.approx(listed[1])
+        assert found.count == count == 20
+        assert found.value_sum == pytest.approx(value_sum)
         assert (
             stores[0].score_stats("p", "relevance", Window(BASE, BASE + DAY_NS)).count
-            == (listed_stats(stores[0], "relevance", Window(BASE, BASE + DAY_NS))[0])
+            == (listed_stats(listed, "relevance", Window(BASE, BASE + DAY_NS))[0])
         )
     finally:
         for store in stores:
