@@ -48,7 +48,8 @@ test: test-deps
 # The edit loop: no test that starts a process of ours (the e2e marker, which
 # mcpd.testing.pytest_plugin enforces), so neither daemons nor node. Everything in tests/e2e is
 # e2e, and only its schemathesis test uses the property-testing plugins: neither is loaded.
-FAST_WORKERS ?= 2
+# Units wait too (PostgreSQL round trips, fsyncs): on two cores three workers finish sooner.
+FAST_WORKERS ?= 3
 test-fast: install
 	@$(PYTEST) -m "not e2e" --ignore=tests/e2e -p no:schemathesis -p no:hypothesispytest \
 		-n $(FAST_WORKERS) --dist loadfile
