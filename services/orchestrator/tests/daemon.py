@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,9 @@ from mcpd.runtime.clock import ManualClock
 from mcpd.signals.messages import value_of
 from mcpd.storage.run_records import NewDefinition
 from mcpd.storage.sql.control_store import SqlControlStore
-from mcpd.storage.sql.engine import Synchronous, create_sqlite_engine
+from mcpd.storage.sql.engine import Synchronous, create_postgres_engine, create_sqlite_engine
 from mcpd.storage.sql.stores import SqlRunStore
-from mcpd.testing.templates import SqliteTemplates
+from mcpd.testing.templates import PostgresTemplates, SqliteTemplates
 from mcpd.workflows import check_definition
 from services.orchestrator.causes import Causes
 from services.orchestrator.events import Events
@@ -89,14 +90,28 @@ class Daemon:
         return self.leases.fail(request)
 
 
-def control_store(sqlite: SqliteTemplates, directory: Path, clock: ManualClock) -> SqlControlStore:
-    """A migrated SQLite control store copied into `directory` (prices and audit read it)."""
-    path = sqlite.copy("control", directory / "control.db")
-    return SqlControlStore(create_sqlite_engine(path, synchronous=Synchronous.NORMAL), clock=clock)
-
-
-def sqlite_store(path: Path) -> SqlRunStore:
-    return SqlRunStore(create_sqlite_engine(path, synchronous=Synchronous.NORMAL))
+def open_daemon(
+    stack: ExitStack,
+    directory: Path,
+    clock: ManualClock,
+    sqlite: SqliteTemplates,
+    postgres: PostgresTemplates | None = None,
+) -> Daemon:
+    """A daemon on an empty migrated run store, an emptied copy of the PostgreSQL template when
+    `postgres` is given (milliseconds, not a migration) and a SQLite copy in `directory`
+    otherwise, with a SQLite control store there (prices and audit read it); `stack` closes
+    them."""
+    if postgres is None:
+        path = sqlite.copy("run", directory / "run.db")
+        store = SqlRunStore(create_sqlite_engine(path, synchronous=Synchronous.NORMAL))
+    else:
+        store = SqlRunStore(create_postgres_engine(stack.enter_context(postgres.database("run"))))
+    stack.callback(store.close)
+    control_path = sqlite.copy("control", directory / "control.db")
+    engine = create_sqlite_engine(control_path, synchronous=Synchronous.NORMAL)
+    control = SqlControlStore(engine, clock=clock)
+    stack.callback(control.close)
+    return Daemon(store, control, clock)
 
 
 def statuses(detail: runs_pb2.RunDetail) -> list[tuple[int, str]]:

@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -36,16 +34,8 @@ from mcpd.model.v1 import enums_pb2, runs_pb2
 from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
 from mcpd.runtime.clock import ManualClock
 from mcpd.runtime.errors import Conflict
-from mcpd.storage.sql.engine import create_postgres_engine
-from mcpd.storage.sql.stores import SqlRunStore
 from mcpd.testing.templates import PostgresTemplates, SqliteTemplates
-from services.orchestrator.tests.daemon import (
-    LEASE_MS,
-    PROJECT,
-    Daemon,
-    control_store,
-    sqlite_store,
-)
+from services.orchestrator.tests.daemon import LEASE_MS, PROJECT, open_daemon
 
 LIVE = {
     enums_pb2.ATTEMPT_STATUS_PENDING,
@@ -82,25 +72,17 @@ FLOW = {
 }
 
 
-# Opens an empty migrated run store in a machine's directory; what it enters, the stack undoes.
-RunStoreOpener = Callable[[ExitStack, Path], SqlRunStore]
-
-
 class Orchestration(RuleBasedStateMachine):
     """The orchestrator's domain over one store and a manual clock."""
 
     leases = Bundle("leases")
 
-    def __init__(self, sqlite: SqliteTemplates, run_store: RunStoreOpener) -> None:
+    def __init__(self, sqlite: SqliteTemplates, postgres: PostgresTemplates | None) -> None:
         super().__init__()
         self.cleanup = ExitStack()
         directory = Path(self.cleanup.enter_context(tempfile.TemporaryDirectory()))
         clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
-        store = run_store(self.cleanup, directory)
-        self.cleanup.callback(store.close)
-        control = control_store(sqlite, directory, clock)
-        self.cleanup.callback(control.close)
-        self.daemon = Daemon(store, control, clock)
+        self.daemon = open_daemon(self.cleanup, directory, clock, sqlite, postgres)
         self.daemon.define("flow", FLOW)
         self.runs: list[str] = []
         self.lease_runs: dict[str, str] = {}
@@ -216,27 +198,11 @@ SETTINGS = settings(
 )
 
 
-def _run(sqlite: SqliteTemplates, run_store: RunStoreOpener) -> None:
-    # Any zero-argument factory will do (Hypothesis's docstring), though its hint names a class.
-    factory = cast("type[RuleBasedStateMachine]", lambda: Orchestration(sqlite, run_store))
-    run_state_machine_as_test(factory, settings=SETTINGS)
-
-
-def test_invariants_hold_on_sqlite(sqlite_templates: SqliteTemplates) -> None:
-    def run_store(_: ExitStack, directory: Path) -> SqlRunStore:
-        return sqlite_store(sqlite_templates.copy("run", directory / "run.db"))
-
-    _run(sqlite_templates, run_store)
-
-
-@pytest.mark.postgres
-def test_invariants_hold_on_postgres(
-    sqlite_templates: SqliteTemplates, postgres_templates: PostgresTemplates
+def test_invariants_hold(
+    postgres_backend: PostgresTemplates | None, sqlite_templates: SqliteTemplates
 ) -> None:
-    def run_store(stack: ExitStack, _: Path) -> SqlRunStore:
-        # An emptied copy of the migrated template per machine: milliseconds, not a migration.
-        return SqlRunStore(
-            create_postgres_engine(stack.enter_context(postgres_templates.database("run")))
-        )
-
-    _run(sqlite_templates, run_store)
+    # Any zero-argument factory will do (Hypothesis's docstring), though its hint names a class.
+    factory = cast(
+        "type[RuleBasedStateMachine]", lambda: Orchestration(sqlite_templates, postgres_backend)
+    )
+    run_state_machine_as_test(factory, settings=SETTINGS)
