@@ -22,8 +22,10 @@ import asyncio
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +62,34 @@ async def _serve(port: int) -> None:
     await server.wait_for_termination()
 
 
-def _calls(client: Client, count: int) -> None:
-    request = runs_pb2.ClaimRequest(worker_id="floor", max=1, wait_ms=0)
-    for _ in range(count):
-        client.call("Claim", request)
+@dataclass(frozen=True, slots=True)
+class ClaimCost:
+    """What `empty_claims` measured: its calls, their wall time, and the CPU per call of the
+    server (None where `/proc` is unavailable) and of the calling process."""
+
+    calls: int
+    seconds: float
+    server_ms: float | None
+    caller_ms: float
+
+
+def empty_claims(client: Client, server_cpu: Callable[[], float | None], calls: int) -> ClaimCost:
+    """`calls` Claims that find nothing, from `THREADS` threads of `client`, charged to the
+    server (`server_cpu`: its CPU seconds so far) and to this process."""
+    request = runs_pb2.ClaimRequest(project=client.project, worker_id="bench", max=1, wait_ms=0)
+    per_thread = calls // THREADS
+
+    def claim_nothing(_: int) -> None:
+        for _ in range(per_thread):
+            assert not client.call("Claim", request).leases
+
+    served, began, called = server_cpu(), time.perf_counter(), time.process_time()
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(claim_nothing, range(THREADS)))
+    seconds, caller, after = time.perf_counter() - began, time.process_time() - called, server_cpu()
+    total = per_thread * THREADS
+    server_ms = None if served is None or after is None else (after - served) / total * 1000
+    return ClaimCost(total, seconds, server_ms, caller / total * 1000)
 
 
 def run(config: BenchConfig, *, calls: int = DEFAULT_CALLS) -> dict[str, Any]:
@@ -80,34 +106,22 @@ def run(config: BenchConfig, *, calls: int = DEFAULT_CALLS) -> dict[str, Any]:
         if server.stdout.readline().strip() != READY:
             raise RuntimeError("the bare server did not start")
         with Client(f"127.0.0.1:{port}") as client:
-            _calls(client, WARM_UP_CALLS)
-            per_thread = calls // THREADS
-            served, began, called = (
-                processes_cpu_seconds([server.pid]),
-                time.perf_counter(),
-                time.process_time(),
-            )
-            with ThreadPoolExecutor(THREADS) as pool:
-                list(pool.map(lambda _: _calls(client, per_thread), range(THREADS)))
-            seconds = time.perf_counter() - began
-            caller = time.process_time() - called
-            after = processes_cpu_seconds([server.pid])
+            server_cpu = partial(processes_cpu_seconds, [server.pid])
+            empty_claims(client, server_cpu, WARM_UP_CALLS)
+            cost = empty_claims(client, server_cpu, calls)
     finally:
         server.terminate()
         server.wait(timeout=30)
-    total = per_thread * THREADS
     row = {
-        "calls": total,
-        "calls_per_s": total / seconds,
-        "server_cpu_ms_per_call": None
-        if served is None or after is None
-        else (after - served) / total * 1000,
-        "caller_cpu_ms_per_call": caller / total * 1000,
+        "calls": cost.calls,
+        "calls_per_s": cost.calls / cost.seconds,
+        "server_cpu_ms_per_call": cost.server_ms,
+        "caller_cpu_ms_per_call": cost.caller_ms,
     }
     print_table(f"{NAME}: a bare grpc.aio server's Claim, {THREADS} SDK threads", [row])
     document = {
         "description": DESCRIPTION,
-        "config": {"calls": total, "threads": THREADS, "grpcio": grpc.__version__},
+        "config": {"calls": cost.calls, "threads": THREADS, "grpcio": grpc.__version__},
         "results": [row],
     }
     path = write_result(NAME, document, config.results_dir)

@@ -46,7 +46,8 @@ import sqlalchemy as sa
 
 from bench.config import BenchConfig, Benchmark
 from bench.harness import REPO_ROOT, print_table, write_result
-from mcpd.model.v1 import enums_pb2, runs_pb2
+from bench.orchestrator.floor import empty_claims
+from mcpd.model.v1 import enums_pb2
 from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
 from mcpd.sdk import Client
 from mcpd.testing.daemon import DaemonProcess, processes_cpu_seconds
@@ -58,7 +59,6 @@ DEFAULT_WORKERS = 8
 STARTERS = 8
 IDLE_RUNS = 50
 EMPTY_CLAIMS = 2000
-EMPTY_CLAIM_THREADS = 4
 WORKER_CONCURRENCY = 4
 DBOS_VENV = REPO_ROOT / ".bench" / "dbos-venv"
 DBOS_SPEC = "dbos"
@@ -187,22 +187,8 @@ def _per_step_ms(
 
 def _empty_claim_cpu_ms(daemon: DaemonProcess, client: Client) -> dict[str, float | None]:
     """The daemon's and this process's CPU per Claim that finds nothing to lease."""
-    request = runs_pb2.ClaimRequest(project=client.project, worker_id="empty", max=1, wait_ms=0)
-    calls = EMPTY_CLAIMS // EMPTY_CLAIM_THREADS
-
-    def claim_nothing(_: int) -> None:
-        for _ in range(calls):
-            assert not client.call("Claim", request).leases
-
-    server, caller = daemon.cpu_seconds(), time.process_time()
-    with ThreadPoolExecutor(EMPTY_CLAIM_THREADS) as pool:
-        list(pool.map(claim_nothing, range(EMPTY_CLAIM_THREADS)))
-    total = calls * EMPTY_CLAIM_THREADS
-    after = daemon.cpu_seconds()
-    return {
-        "daemon": None if server is None or after is None else (after - server) / total * 1000,
-        "caller": (time.process_time() - caller) / total * 1000,
-    }
+    cost = empty_claims(client, daemon.cpu_seconds, EMPTY_CLAIMS)
+    return {"daemon": cost.server_ms, "caller": cost.caller_ms}
 
 
 def _until_none_running(client: Client, timeout_s: float = 600.0) -> None:
@@ -278,11 +264,12 @@ def _dbos_row(python: Path, backend: str, url: str, runs: int) -> dict[str, Any]
     steps = 3 * runs
     # DBOS runs workflows and steps in its one process; its CPU is of the runs alone, the
     # server's includes DBOS's start (its schema), which is small beside the runs.
-    cpu_ms_per_step = _per_step_ms(
-        {"dbos": 0.0, "postgres": postgres_before},
-        {"dbos": figures["cpu_seconds"], "postgres": _postgres_cpu_seconds(backend)},
-        steps,
-    )
+    cpu_ms_per_step = {
+        "dbos": figures["cpu_seconds"] / steps * 1000,
+        **_per_step_ms(
+            {"postgres": postgres_before}, {"postgres": _postgres_cpu_seconds(backend)}, steps
+        ),
+    }
     return {
         "system": "dbos",
         "backend": backend,
