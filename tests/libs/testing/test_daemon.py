@@ -189,15 +189,18 @@ async def test_daemon_process_async_context_manager(tmp_path: Path) -> None:
     assert daemon.returncode == 0
 
 
-# Spends a few tenths of a second of CPU counting, says so, then sleeps.
-_BURN = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo 1; sleep 30"
+# Spends a few tenths of a second of CPU counting, says so, then waits on its input (a shell
+# builtin: no child left behind when the shell is killed).
+_BURN = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo 1; read _"
 
 
 def test_processes_cpu_seconds_counts_the_processes_given_and_those_named(tmp_path: Path) -> None:
     # A command name of its own: the kernel names a process after the file it executed.
     burner = tmp_path / "mcpd-burner"
     os.symlink("/bin/sh", burner)
-    child = subprocess.Popen([str(burner), "-c", _BURN], stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [str(burner), "-c", _BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "1"
