@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import socket
+import threading
+import time
 
 import pytest
 
-from cli.listeners import reserve, reuse_port_socket, with_port
+from cli.listeners import Reservation, reserve, reuse_port_socket, with_port
 
 
 def test_port_zero_is_resolved_once_and_held_until_released() -> None:
@@ -50,6 +54,60 @@ def test_a_running_daemons_shared_port_is_refused_too() -> None:
         address = with_port("127.0.0.1:0", running.getsockname()[1])
         with pytest.raises(OSError, match=f"cannot listen on {address}"):
             reserve([address])
+
+
+def test_a_port_another_daemon_holds_is_refused_before_its_servers_listen() -> None:
+    held = reserve(["127.0.0.1:0"])
+    try:
+        with pytest.raises(OSError, match=f"cannot listen on {held.addresses[0]}"):
+            reserve(held.addresses)
+    finally:
+        held.release()
+
+
+def _reserve_at_once(address: str, racers: int, mutex: str) -> list[Reservation]:
+    """What `racers` threads reserving `address` together won."""
+    start = threading.Barrier(racers)
+    won: list[Reservation] = []
+
+    def race() -> None:
+        start.wait()
+        with contextlib.suppress(OSError):
+            won.append(reserve([address], mutex=mutex))
+
+    threads = [threading.Thread(target=race) for _ in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return won
+
+
+def test_daemons_reserving_one_port_at_once_leave_it_to_one() -> None:
+    for _ in range(20):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            address = with_port("127.0.0.1:0", probe.getsockname()[1])
+        won = _reserve_at_once(address, 6, mutex=f"mcpd-test-reserving-{os.getpid()}")
+        assert len(won) == 1
+        won[0].release()
+
+
+def test_a_reservation_waits_for_another_daemons_to_end() -> None:
+    mutex = f"mcpd-test-waiting-{os.getpid()}"
+    done: list[Reservation] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as other:
+        other.bind("\0" + mutex)
+        waiting = threading.Thread(
+            target=lambda: done.append(reserve(["127.0.0.1:0"], mutex=mutex))
+        )
+        waiting.start()
+        time.sleep(0.2)
+        assert done == []
+    waiting.join(timeout=5)
+    assert len(done) == 1
+    assert not done[0].addresses[0].endswith(":0")
+    done[0].release()
 
 
 def test_with_port_keeps_the_host() -> None:

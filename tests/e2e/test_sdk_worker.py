@@ -57,10 +57,13 @@ def reader(orchestrator_daemon: DaemonProcess) -> Iterator[Client]:
         yield made
 
 
-def _start_when_registered(client: Client, run_input: object) -> str:
+def _start_when_registered(
+    worker: subprocess.Popen[bytes], client: Client, run_input: object
+) -> str:
     """Start a `refunds` run once the worker has registered the definition."""
     deadline = time.monotonic() + 30
     while True:
+        assert worker.poll() is None, f"the example worker exited with {worker.returncode}"
         try:
             return client.start("refunds", run_input).run_id
         except Exception:
@@ -72,7 +75,7 @@ def _start_when_registered(client: Client, run_input: object) -> str:
 def test_the_example_worker_serves_the_refunds_workflow(
     worker: subprocess.Popen[bytes], client: Client, reader: Client
 ) -> None:
-    refund = _start_when_registered(client, {"ticket": "T-1", "text": "Please REFUND me"})
+    refund = _start_when_registered(worker, client, {"ticket": "T-1", "text": "Please REFUND me"})
     other = client.start("refunds", {"ticket": "T-2", "text": "where is my parcel"}).run_id
     done = reader.wait(refund, timeout_s=30)
     assert done.status == enums_pb2.RUN_STATUS_SUCCEEDED
@@ -94,13 +97,13 @@ def test_the_example_worker_serves_the_refunds_workflow(
 def test_a_failing_handler_fails_the_run_with_its_message(
     worker: subprocess.Popen[bytes], client: Client, reader: Client
 ) -> None:
-    run_id = _start_when_registered(client, {"ticket": "T-4", "text": "   "})
+    run_id = _start_when_registered(worker, client, {"ticket": "T-4", "text": "   "})
     failed = reader.wait(run_id, timeout_s=30)
     assert failed.status == enums_pb2.RUN_STATUS_FAILED
     assert failed.error == "the ticket has no text"
 
 
 def test_sigterm_stops_the_worker(worker: subprocess.Popen[bytes], client: Client) -> None:
-    _start_when_registered(client, {"ticket": "T-5", "text": "refund"})
+    _start_when_registered(worker, client, {"ticket": "T-5", "text": "refund"})
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=40) == 0
