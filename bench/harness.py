@@ -9,6 +9,7 @@ What lives here:
   coroutine for a duration or a fixed count, timing each call).
 - :func:`format_table` / :func:`print_table`: aligned text tables for the terminal.
 - :func:`write_result`: ``bench/results/<name>.json``, pretty and with sorted keys.
+- :func:`postgres_database`: a fresh PostgreSQL database for one measurement, dropped after it.
 - The daemon under test is :class:`mcpd.testing.daemon.DaemonProcess`, re-exported here.
 
 Benchmarks report figures; nothing here asserts on speed.
@@ -17,6 +18,7 @@ Benchmarks report figures; nothing here asserts on speed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import importlib.metadata
@@ -30,10 +32,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+import sqlalchemy as sa
 
 from mcpd.testing.daemon import (
     DaemonProcess,
@@ -518,3 +523,22 @@ def write_result(
         Path(tmp_name).unlink(missing_ok=True)
         raise
     return path
+
+
+@contextlib.contextmanager
+def postgres_database(admin_url: str, prefix: str = "mcpd_bench") -> Iterator[str]:
+    """A fresh database named `prefix` and a random suffix on the server of `admin_url`, dropped
+    afterwards (also when what used it was killed); its URL."""
+    url = sa.engine.make_url(admin_url).set(drivername="postgresql+psycopg")
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.connect() as connection:
+            connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        try:
+            yield url.set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as connection:
+                connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()

@@ -81,6 +81,7 @@ from bench.harness import (
     DaemonProcess,
     describe_error,
     percentiles,
+    postgres_database,
     print_table,
     repo_relative,
     write_result,
@@ -115,7 +116,6 @@ from bench.ingest.targets import (
     count_mcpd_spans,
     kill_group,
     phoenix_python,
-    postgres_database,
     storage_env,
 )
 

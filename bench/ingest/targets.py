@@ -23,13 +23,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import httpx
 import sqlalchemy as sa
-from sqlalchemy.engine import make_url
 
 from bench.harness import REPO_ROOT, DaemonStartError, free_ports
 from mcpd.testing.daemon import process_group_cpu_seconds
@@ -42,23 +40,6 @@ DEFAULT_PHOENIX_SPEC = "arize-phoenix"
 
 # ---------------------------------------------------------------------------------------------
 # mcpd
-
-
-@contextlib.contextmanager
-def postgres_database(admin_url: str) -> Iterator[str]:
-    """A fresh PostgreSQL database, dropped afterwards (even when mcpd was killed); its URL."""
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    name = f"mcpd_bench_{uuid.uuid4().hex[:12]}"
-    try:
-        with admin.connect() as connection:
-            connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-        try:
-            yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-        finally:
-            with admin.connect() as connection:
-                connection.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        admin.dispose()
 
 
 def storage_env(backend: str, *, postgres_url: str | None, clickhouse_dir: Path) -> dict[str, str]:

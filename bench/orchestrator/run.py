@@ -36,16 +36,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
 from bench.config import BenchConfig, Benchmark
-from bench.harness import REPO_ROOT, print_table, write_result
+from bench.harness import REPO_ROOT, postgres_database, print_table, write_result
 from bench.orchestrator.floor import empty_claims
 from mcpd.model.v1 import enums_pb2
 from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
@@ -81,19 +78,6 @@ def _dbos_python(install: bool = True) -> tuple[Path, str] | None:
         check=True,
     ).stdout.strip()
     return python, version
-
-
-def postgres_database(admin_url: str, name: str) -> str:
-    """A new empty database `name` on the server of `admin_url`; its URL."""
-    admin = sa.create_engine(
-        sa.engine.make_url(admin_url).set(drivername="postgresql+psycopg"),
-        isolation_level="AUTOCOMMIT",
-    )
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}"'))
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return str(sa.engine.make_url(admin_url).set(database=name).render_as_string(False))
 
 
 def _mcpd_row(backend: str, env: dict[str, str], runs: int, workers: int) -> dict[str, Any]:
@@ -309,13 +293,12 @@ def run(
         if postgres is None:
             not_measured["postgres"] = "MCPD_TEST_POSTGRES_URL is not set"
         else:
-            suffix = uuid.uuid4().hex[:8]
-            url = postgres_database(postgres, f"mcpd_bench_orch_{suffix}")
-            env = {"MCPD_STORAGE_BACKEND": "postgres", "MCPD_STORAGE_POSTGRES_URL": url}
-            rows.append(_mcpd_row("postgres", env, runs, workers))
+            with postgres_database(postgres, "mcpd_bench_orch") as url:
+                env = {"MCPD_STORAGE_BACKEND": "postgres", "MCPD_STORAGE_POSTGRES_URL": url}
+                rows.append(_mcpd_row("postgres", env, runs, workers))
             if dbos is not None:
-                dbos_url = postgres_database(postgres, f"dbos_bench_orch_{suffix}")
-                rows.append(_dbos_row(dbos[0], "postgres", dbos_url, runs))
+                with postgres_database(postgres, "dbos_bench_orch") as dbos_url:
+                    rows.append(_dbos_row(dbos[0], "postgres", dbos_url, runs))
     print_table(
         f"orchestrator: {runs} runs of a 3-step workflow",
         rows,

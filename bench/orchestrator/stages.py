@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,8 +41,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from bench.config import BenchConfig, Benchmark
-from bench.harness import RESULTS_DIR, print_table, write_result
-from bench.orchestrator.run import THREE, postgres_database
+from bench.harness import RESULTS_DIR, postgres_database, print_table, write_result
+from bench.orchestrator.run import THREE
 from mcpd.model.v1 import runs_pb2
 from mcpd.orchestrator.v1 import orchestrator_service_pb2 as rpc
 from mcpd.pricing import load_price_book
@@ -214,13 +214,16 @@ def run(
     for backend in ("sqlite", "postgres"):
         if backend not in wanted:
             continue
-        url: str | None = None
-        if backend == "postgres":
-            if postgres is None:
-                not_measured["postgres"] = "MCPD_TEST_POSTGRES_URL is not set"
-                continue
-            url = postgres_database(postgres, f"mcpd_bench_stages_{uuid.uuid4().hex[:8]}")
-        with tempfile.TemporaryDirectory(prefix="mcpd-orchestrator-stages-") as data_dir:
+        if backend == "postgres" and postgres is None:
+            not_measured["postgres"] = "MCPD_TEST_POSTGRES_URL is not set"
+            continue
+        with contextlib.ExitStack() as scope:
+            url: str | None = None
+            if backend == "postgres" and postgres is not None:
+                url = scope.enter_context(postgres_database(postgres, "mcpd_bench_stages"))
+            data_dir = scope.enter_context(
+                tempfile.TemporaryDirectory(prefix="mcpd-orchestrator-stages-")
+            )
             rows += measure(backend, runs, data_dir=Path(data_dir), postgres_url=url)
     print_table(f"orchestrator stages: {runs} runs of a 3-step workflow, per step", rows)
     document = {

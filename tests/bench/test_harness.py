@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
+import sqlalchemy as sa
+from sqlalchemy.engine import make_url
 
 from bench.__main__ import build_parser, main
 from bench.capabilities_roundtrip import classify_error, overhead_rows
@@ -20,11 +24,13 @@ from bench.harness import (
     machine_facts,
     percentile,
     percentiles,
+    postgres_database,
     print_table,
     run_load,
     write_result,
 )
 from bench.registry import BENCHMARKS
+from mcpd.testing.pytest_plugin import POSTGRES_ENV, POSTGRES_SKIP
 
 # ---------------------------------------------------------------------------------------------
 # percentile
@@ -253,6 +259,48 @@ def test_write_result_refuses_nan_and_leaves_no_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="JSON"):
         write_result("demo", {"x": math.nan}, tmp_path, machine=MACHINE)
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# A PostgreSQL database per measurement
+
+
+def _databases(admin: sa.Engine, prefix: str) -> list[str]:
+    with admin.connect() as connection:
+        return list(
+            connection.scalars(
+                sa.text("SELECT datname FROM pg_database WHERE datname LIKE :p"),
+                {"p": f"{prefix}%"},
+            )
+        )
+
+
+def _measure_and_die(admin: sa.Engine, url: str, prefix: str, scope: contextlib.ExitStack) -> None:
+    """Use a bench database as a measurement killed halfway would: a connection left open."""
+    assert make_url(url).database in _databases(admin, prefix)
+    engine = sa.create_engine(url, poolclass=sa.NullPool)
+    scope.callback(engine.dispose)
+    held = engine.connect()
+    scope.callback(held.invalidate)  # the server ended it: nothing to roll back
+    tables = "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+    assert held.scalar(sa.text(tables)) == 0
+    raise RuntimeError("the daemon was killed")
+
+
+def test_a_bench_database_is_fresh_and_dropped_also_when_its_user_dies() -> None:
+    admin_url = os.environ.get(POSTGRES_ENV)
+    if not admin_url:
+        pytest.skip(POSTGRES_SKIP)
+    prefix = f"mcpd_bench_test_{os.getpid()}"
+    admin = sa.create_engine(admin_url, poolclass=sa.NullPool)
+    with contextlib.ExitStack() as scope:
+        # The connection outlives the drop (closed last), as a killed daemon's would.
+        with (
+            pytest.raises(RuntimeError, match="killed"),
+            postgres_database(admin_url, prefix) as url,
+        ):
+            _measure_and_die(admin, url, prefix, scope)
+        assert _databases(admin, prefix) == []
 
 
 # ---------------------------------------------------------------------------------------------
