@@ -195,9 +195,13 @@ def test_open_executor_chdb(tmp_path: Path) -> None:
     try:
         assert isinstance(executor, ChdbExecutor)
         assert executor.query("SELECT 1") == [(1,)]
+        # A delete's mutations get the server's threads, not two (chdb's default on 2 cores).
+        pool = "SELECT value FROM system.server_settings WHERE name = 'background_pool_size'"
+        assert executor.query(pool) == [("16",)]
     finally:
         executor.close()
     assert (tmp_path / "data").is_dir()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["data"]
 
 
 def test_open_executor_http_unreachable_is_unavailable() -> None:

@@ -225,9 +225,15 @@ class ChdbExecutor:
     statement fails, chdb keeps whatever output it had produced and hands it out ahead of the
     next statement's (seen with chdb 4.4), so a failure is followed, under the same lock, by
     `_drain`, which runs a probe until its output is the probe's own.
+
+    The engine gets the server's default `background_pool_size` (chdb sizes it by the cores, two
+    threads on two): merges and mutations share those threads, each part a delete touches is a
+    mutation task, and a task that finds every thread busy is postponed for hundreds of
+    milliseconds, so with more parts than threads every delete and erasure waited seconds.
     """
 
     _PROBE = "SELECT 1"
+    _BACKGROUND_POOL_SIZE = 16
     _PROBE_OUTPUT = b"1\n"  # its output in TSV
     _DRAIN_ATTEMPTS = 3
 
@@ -238,7 +244,9 @@ class ChdbExecutor:
         session_class: Any = chdb.session.Session
         self._lock = threading.Lock()
         try:
-            self._session: Any = session_class(str(path))
+            self._session: Any = session_class(
+                f"{path}?background_pool_size={self._BACKGROUND_POOL_SIZE}"
+            )
             # NaN and infinities as strings, so they survive the JSON result format.
             self._session.query("SET output_format_json_quote_denormals = 1")
         except RuntimeError as error:
