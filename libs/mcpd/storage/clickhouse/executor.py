@@ -229,13 +229,13 @@ class ChdbExecutor:
     The engine gets the server's default `background_pool_size` (chdb sizes it by the cores, two
     threads on two): merges and mutations share those threads, each part a delete touches is a
     mutation task, and a task that finds every thread busy is postponed for hundreds of
-    milliseconds, so with more parts than threads every delete and erasure waited seconds.
+    milliseconds: with more parts than threads, a delete would wait seconds.
     """
 
     _PROBE = "SELECT 1"
-    _BACKGROUND_POOL_SIZE = 16
     _PROBE_OUTPUT = b"1\n"  # its output in TSV
     _DRAIN_ATTEMPTS = 3
+    _BACKGROUND_POOL_SIZE = 16
 
     def __init__(self, path: Path) -> None:
         import chdb.session
