@@ -167,6 +167,12 @@ class Migrated:
                 return self.stack.enter_context(postgres.database(kind, fresh=fresh))
         raise ValueError(backend)
 
+    def elsewhere(self, name: str) -> Migrated:
+        """Another layout, in the subdirectory `name`, released with this one."""
+        directory = self.directory / name
+        directory.mkdir()
+        return Migrated(self.request, directory, self.stack)
+
     def open(self, kind: SqlKind, backend: str, *, fresh: bool = False) -> OpenedStore:
         """A migrated `kind` store on `backend`, statements recorded from now on."""
         url = self.prepare(kind, backend, fresh=fresh)

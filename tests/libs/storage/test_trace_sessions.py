@@ -35,7 +35,7 @@ from mcpd.storage.sql.stores import SqlTraceStore
 from services.ingest.trace_sessions import SEQ_STRIDE, TraceSessions
 from services.ingest.transcripts.keys import session_id as mcp_session_id
 from tests.libs.signals.samples import MS, T0, span
-from tests.libs.storage.helpers import sql_engine
+from tests.libs.storage.helpers import Migrated, sql_engine
 
 SESSION = "s-1"
 SERVICE = "support-bot"
@@ -223,33 +223,35 @@ def _clickhouse_rows(trace: ClickHouseTraceStore) -> dict[str, list[dict[str, An
 
 
 def _world(backend: str, url: str | None, path: Path) -> World:
-    path.mkdir(parents=True, exist_ok=True)
+    """The stores of a migrated trace store laid out in `path` (SQLite, ClickHouse) or at `url`
+    (PostgreSQL), writes building sessions."""
     world: World
     if backend == "clickhouse":
         trace = ClickHouseTraceStore(ChdbExecutor(path / "clickhouse"))
-        trace.migrate()
         world = World(trace, ClickHouseSessionStore(trace.executor))
     else:
         engine = sql_engine("trace", backend, path, url)
-        sql = SqlTraceStore(engine)
-        sql.migrate()
         index = path / "search" if backend == "sqlite" else None
-        world = World(sql, SqlSessionStore(engine, index_dir=index))
+        world = World(SqlTraceStore(engine), SqlSessionStore(engine, index_dir=index))
     TraceSessions(world.trace, world.sessions)
     return world
 
 
+def _fresh_world(migrated: Migrated, backend: str) -> World:
+    """A world on an empty trace store of its own, copied from the session's templates."""
+    return _world(backend, migrated.prepare("trace", backend), migrated.directory)
+
+
 @pytest.fixture(params=TRACE_BACKENDS)
-def any_backend(request: pytest.FixtureRequest) -> tuple[str, str | None]:
-    """A trace backend and its URL: SQLite, PostgreSQL (when available) and ClickHouse."""
+def any_backend(request: pytest.FixtureRequest) -> str:
+    """A trace backend: SQLite, PostgreSQL (when available) and ClickHouse."""
     name: str = request.param
-    url = request.getfixturevalue("postgres_url") if name == "postgres" else None
-    return name, url
+    return name
 
 
 @pytest.fixture
-def world(any_backend: tuple[str, str | None], tmp_path: Path) -> Iterator[World]:
-    made = _world(*any_backend, tmp_path)
+def world(any_backend: str, migrated: Migrated) -> Iterator[World]:
+    made = _fresh_world(migrated, any_backend)
     try:
         yield made
     finally:
@@ -257,8 +259,8 @@ def world(any_backend: tuple[str, str | None], tmp_path: Path) -> Iterator[World
 
 
 @pytest.fixture
-def sql_world(backend: str, backend_url: str | None, tmp_path: Path) -> Iterator[World]:
-    made = _world(backend, backend_url, tmp_path)
+def sql_world(backend: str, migrated: Migrated) -> Iterator[World]:
+    made = _fresh_world(migrated, backend)
     try:
         yield made
     finally:
@@ -302,7 +304,7 @@ def test_a_root_only_session_id_brings_the_children_sent_before_and_after_it(
 
 
 def test_the_session_is_the_same_whatever_the_order_batches_and_resends(
-    any_backend: tuple[str, str | None], tmp_path: Path
+    any_backend: str, migrated: Migrated
 ) -> None:
     spans = conversation()
     shuffled = random.Random(7).sample(spans, len(spans))
@@ -314,7 +316,7 @@ def test_the_session_is_the_same_whatever_the_order_batches_and_resends(
     }
     found: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for number, (name, batches) in enumerate(orders.items()):
-        built = _world(*any_backend, tmp_path / str(number))
+        built = _fresh_world(migrated.elsewhere(str(number)), any_backend)
         try:
             built.write(*batches)
             found[name] = built.rows()
@@ -423,9 +425,10 @@ def test_a_failure_in_the_session_part_leaves_the_spans_written_and_is_repaired(
 
 
 @pytest.fixture
-def writers(backend: str, backend_url: str | None, tmp_path: Path) -> Iterator[list[World]]:
+def writers(backend: str, migrated: Migrated) -> Iterator[list[World]]:
     """Two writers of one database, each with its own engine, as two processes have."""
-    made = [_world(backend, backend_url, tmp_path) for _ in range(2)]
+    url = migrated.prepare("trace", backend)
+    made = [_world(backend, url, migrated.directory) for _ in range(2)]
     try:
         yield made
     finally:
@@ -534,16 +537,18 @@ def _write_then_die(path: str, backend: str, url: str | None, die_inside: bool) 
 
 @pytest.mark.parametrize("die_inside", [False, True], ids=["after the ack", "inside the write"])
 def test_a_write_killed_with_sigkill_keeps_spans_and_session_together(
-    backend: str, backend_url: str | None, tmp_path: Path, die_inside: bool
+    backend: str, migrated: Migrated, die_inside: bool
 ) -> None:
+    url = migrated.prepare("trace", backend)
+    path = migrated.directory
     process = multiprocessing.get_context("spawn").Process(
-        target=_write_then_die, args=(str(tmp_path), backend, backend_url, die_inside)
+        target=_write_then_die, args=(str(path), backend, url, die_inside)
     )
     process.start()
     process.join(60)
     assert process.exitcode == -signal.SIGKILL
 
-    world = _world(backend, backend_url, tmp_path)
+    world = _world(backend, url, path)
     try:
         stored = world.trace.trace_records("p", "t1", logs=False, scores=False, feedback=False)
         if die_inside:
