@@ -44,6 +44,7 @@ from services.evaluation.experiments import (
     Experiments,
     RunControl,
     plan_of,
+    stopped_with_experiment,
 )
 from services.evaluation.scorers import root_span
 from services.evaluation.scoring import Scoring, TraceReads
@@ -135,10 +136,11 @@ class ExperimentDriver:
             in_flight += begun.status in _UNDER_WAY
             fresh.append(begun)
         known.update((item.item_id, item) for item in fresh)
+        written = [*changed, *fresh]
         await asyncio.to_thread(
-            self._store.put_experiment_items, project, row.experiment_id, [*changed, *fresh]
+            self._store.put_experiment_items, project, row.experiment_id, written
         )
-        if fresh and await self._ended_meanwhile(project, row, fresh):
+        if written and await self._ended_meanwhile(project, row, written):
             return
         if len(known) == len(items) and not any(i.status in _UNDER_WAY for i in known.values()):
             await self._end(project, row, list(known.values()))
@@ -189,16 +191,22 @@ class ExperimentDriver:
         )
 
     async def _ended_meanwhile(
-        self, project: str, row: ExperimentRow, fresh: Sequence[ExperimentItemRow]
+        self, project: str, row: ExperimentRow, written: Sequence[ExperimentItemRow]
     ) -> bool:
-        """Whether the experiment was cancelled while this round started runs: those runs are
-        cancelled too (the cancel did not see them)."""
+        """Whether the experiment was cancelled during this round. The cancel did not see the
+        runs the round started, and the round's write may have put back items it had failed:
+        those runs are cancelled and those items failed, as the cancel does."""
         now = await asyncio.to_thread(self._store.experiment, project, row.experiment_id)
         if now is None or now.status in LIVE:
             return False
-        for item in fresh:
-            if item.run_id is not None:
+        for item in written:
+            if item.status == "started" and item.run_id is not None:
                 await self._runs.cancel(project, item.run_id)
+        under_way = [item for item in written if item.status in _UNDER_WAY]
+        stopped = stopped_with_experiment(under_way, self._now())
+        await asyncio.to_thread(
+            self._store.put_experiment_items, project, row.experiment_id, stopped
+        )
         return True
 
     async def _end(

@@ -61,6 +61,7 @@ __all__ = [
     "RunControl",
     "experiment_message",
     "plan_of",
+    "stopped_with_experiment",
 ]
 
 _STATUS = enum_names(enums_pb2.ExperimentStatus.DESCRIPTOR)
@@ -107,6 +108,18 @@ class ExperimentPlan:
     scorers: tuple[str, ...]
     config: evaluation_pb2.ScorerConfig
     concurrency: int
+
+
+def stopped_with_experiment(
+    items: Sequence[ExperimentItemRow], now: int
+) -> list[ExperimentItemRow]:
+    """`items`, under way when their experiment was cancelled, as failed for that reason."""
+    return [
+        dataclasses.replace(
+            item, status="failed", error="cancelled with its experiment", updated_at=now
+        )
+        for item in items
+    ]
 
 
 def plan_of(metadata: Any, scorer_ids: Collection[str] = ()) -> ExperimentPlan | None:
@@ -276,13 +289,7 @@ class Experiments:
         for item in live:
             if item.status == "started" and item.run_id is not None:
                 await self._runs.cancel(project, item.run_id)
-        now = epoch_nanos(self._clock.now())
-        stopped = [
-            dataclasses.replace(
-                item, status="failed", error="cancelled with its experiment", updated_at=now
-            )
-            for item in live
-        ]
+        stopped = stopped_with_experiment(live, epoch_nanos(self._clock.now()))
         await asyncio.to_thread(
             self._store.put_experiment_items, project, row.experiment_id, stopped
         )

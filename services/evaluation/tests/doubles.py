@@ -4,7 +4,7 @@ tests run the real services."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,15 +64,23 @@ class StartedRun:
 @dataclass
 class Orchestrator:
     """`RunControl` over runs kept here: a start is idempotent per key, as the orchestrator's;
-    `refuse` makes every start refused; a test moves runs along by setting their status."""
+    `refuse` makes every start refused; a test moves runs along by setting their status, and
+    `interruption` runs once, at the next start or outcomes call (what happens meanwhile)."""
 
     runs: dict[str, StartedRun] = field(default_factory=dict)
     cancelled: list[str] = field(default_factory=list)
     refuse: str | None = None
+    interruption: Callable[[], Awaitable[object]] | None = None
+
+    async def _interrupted(self) -> None:
+        interruption, self.interruption = self.interruption, None
+        if interruption is not None:
+            await interruption()
 
     async def start(
         self, project: str, plan: ExperimentPlan, item: DatasetItemRow, experiment_id: str
     ) -> tuple[str, str]:
+        await self._interrupted()
         if self.refuse is not None:
             raise FailedPrecondition(self.refuse)
         key = f"{experiment_id}:{item.item_id}"
@@ -85,6 +93,7 @@ class Orchestrator:
         return run.run_id, run.trace_id
 
     async def outcomes(self, project: str, run_ids: Sequence[str]) -> dict[str, str]:
+        await self._interrupted()
         return {run_id: self.run(run_id).status for run_id in run_ids}
 
     async def cancel(self, project: str, run_id: str) -> None:

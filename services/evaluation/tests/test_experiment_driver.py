@@ -182,6 +182,41 @@ async def test_a_new_driver_picks_up_where_the_last_left_off(world: World) -> No
     assert len(world.orchestrator.runs) == 4, "no item was started twice"
 
 
+def _cancel(world: World, experiment_id: str) -> Any:
+    return lambda: world.experiments.cancel(
+        rpc.CancelExperimentRequest(project=P, experiment_id=experiment_id)
+    )
+
+
+async def test_a_cancel_while_a_round_starts_runs_cancels_them_and_fails_their_items(
+    world: World,
+) -> None:
+    experiment_id = await world.experiment(concurrency=2)
+    world.orchestrator.interruption = _cancel(world, experiment_id)
+    await world.driver.advance_all()
+    assert sorted(world.orchestrator.cancelled) == ["run-1", "run-2"]
+    assert world.items(experiment_id) == {"i-1": "failed", "i-2": "failed"}
+    errors = {row.error for row in world.traces.experiment_items(P, experiment_id)}
+    assert errors == {"cancelled with its experiment"}
+    await world.driver.advance_all()
+    assert len(world.orchestrator.runs) == 2
+    assert (await world.shown(experiment_id)).status == enums_pb2.EXPERIMENT_STATUS_CANCELLED
+
+
+async def test_a_cancel_while_a_round_moves_items_on_leaves_none_under_way(world: World) -> None:
+    experiment_id = await world.experiment(concurrency=2)
+    await world.driver.advance_all()
+    # i-1's run succeeds, its trace not yet stored: the next round moves it to `ran`, over the
+    # failure the cancel wrote meanwhile.
+    world.orchestrator.runs[f"{experiment_id}:i-1"].status = "succeeded"
+    world.orchestrator.interruption = _cancel(world, experiment_id)
+    await world.driver.advance_all()
+    # The round had freed a slot and started i-3 before it saw the cancel.
+    assert world.items(experiment_id) == {"i-1": "failed", "i-2": "failed", "i-3": "failed"}
+    assert world.orchestrator.cancelled[-1] == "run-3"
+    assert (await world.shown(experiment_id)).status == enums_pb2.EXPERIMENT_STATUS_CANCELLED
+
+
 async def test_a_cancelled_experiment_is_left_alone(world: World) -> None:
     experiment_id = await world.experiment(concurrency=2)
     await world.driver.advance_all()
