@@ -193,20 +193,22 @@ class ExperimentDriver:
     async def _ended_meanwhile(
         self, project: str, row: ExperimentRow, written: Sequence[ExperimentItemRow]
     ) -> bool:
-        """Whether the experiment was cancelled during this round. The cancel did not see the
-        runs the round started, and the round's write may have put back items it had failed:
-        those runs are cancelled and those items failed, as the cancel does."""
+        """Whether the experiment ended during this round: the runs the round started are
+        cancelled. When a cancel ended it, the cancel did not see those runs, and the round's
+        write may have put back items it had failed: those items are failed, as the cancel
+        does."""
         now = await asyncio.to_thread(self._store.experiment, project, row.experiment_id)
         if now is None or now.status in LIVE:
             return False
         for item in written:
             if item.status == "started" and item.run_id is not None:
                 await self._runs.cancel(project, item.run_id)
-        under_way = [item for item in written if item.status in _UNDER_WAY]
-        stopped = stopped_with_experiment(under_way, self._now())
-        await asyncio.to_thread(
-            self._store.put_experiment_items, project, row.experiment_id, stopped
-        )
+        if now.status == "cancelled":
+            under_way = [item for item in written if item.status in _UNDER_WAY]
+            stopped = stopped_with_experiment(under_way, self._now())
+            await asyncio.to_thread(
+                self._store.put_experiment_items, project, row.experiment_id, stopped
+            )
         return True
 
     async def _end(
