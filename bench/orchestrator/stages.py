@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -214,16 +214,16 @@ def run(
     for backend in ("sqlite", "postgres"):
         if backend not in wanted:
             continue
-        if backend == "postgres" and postgres is None:
-            not_measured["postgres"] = "MCPD_TEST_POSTGRES_URL is not set"
-            continue
-        with contextlib.ExitStack() as scope:
-            url: str | None = None
-            if backend == "postgres" and postgres is not None:
-                url = scope.enter_context(postgres_database(postgres, "mcpd_bench_stages"))
-            data_dir = scope.enter_context(
-                tempfile.TemporaryDirectory(prefix="mcpd-orchestrator-stages-")
-            )
+        database: AbstractContextManager[str | None] = contextlib.nullcontext(None)
+        if backend == "postgres":
+            if postgres is None:
+                not_measured["postgres"] = "MCPD_TEST_POSTGRES_URL is not set"
+                continue
+            database = postgres_database(postgres, "mcpd_bench_stages")
+        with (
+            database as url,
+            tempfile.TemporaryDirectory(prefix="mcpd-orchestrator-stages-") as data_dir,
+        ):
             rows += measure(backend, runs, data_dir=Path(data_dir), postgres_url=url)
     print_table(f"orchestrator stages: {runs} runs of a 3-step workflow, per step", rows)
     document = {
